@@ -1,0 +1,99 @@
+# effectively-once: `make up` runs the demo, `make test` proves it. `make help` lists the rest.
+#
+# Everything is bootstrapped here: uv (the Python package manager) into a cached tools venv, then
+# the locked dependencies (uv.lock) into a cached virtual environment. Both live outside the
+# checkout, in $(CACHE_DIR), so a second run or a second clone starts in seconds.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/effectively-once
+UV_VERSION := 0.13.9
+TOOLS := $(CACHE_DIR)/tools
+UV := $(TOOLS)/bin/uv
+VENV := $(CACHE_DIR)/venv
+PY := $(VENV)/bin/python
+
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+export UV_PYTHON_DOWNLOADS := never
+export EO_CACHE_DIR := $(CACHE_DIR)
+
+# Compose when a Docker engine answers; the native launcher otherwise (this is decided per call).
+DOCKER_ENGINE = $(shell timeout 5 docker info >/dev/null 2>&1 && echo yes)
+COMPOSE := docker compose
+LAUNCHER := $(PY) -m infra.launcher
+PYTEST_ARGS ?=
+
+.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck \
+        lock venv clean-state
+
+help: ## Show this help
+	@echo "effectively-once: the idempotent-consumer pattern, proven end to end"
+	@echo
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+	@echo
+	@echo "Without a Docker engine, make up runs PostgreSQL, Kafka and the services natively."
+
+$(UV):
+	@command -v python3 >/dev/null || { echo "python3 (3.11+) is required: install it first" >&2; exit 2; }
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "python3 is $$(python3 --version); 3.11 or newer is required" >&2; exit 2; }
+	@echo "bootstrapping uv $(UV_VERSION) into $(TOOLS) (first run only)"
+	@python3 -m venv $(TOOLS)
+	@$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+venv: $(UV) ## Create or update the virtual environment from uv.lock
+	@$(UV) sync --frozen --no-install-project --quiet
+
+up: venv ## Run the whole demo (compose with a Docker engine, else native)
+ifeq ($(DOCKER_ENGINE),yes)
+	$(COMPOSE) up --detach --build --wait
+	@echo "Chaos panel: http://127.0.0.1:8080   Prometheus: http://127.0.0.1:9090   Grafana: http://127.0.0.1:3000"
+else
+	@$(LAUNCHER) up
+endif
+
+down: venv ## Stop everything `make up` started
+	@$(LAUNCHER) down
+ifeq ($(DOCKER_ENGINE),yes)
+	$(COMPOSE) down
+endif
+
+status: venv ## Show each process and whether it runs
+ifeq ($(DOCKER_ENGINE),yes)
+	$(COMPOSE) ps
+else
+	@$(LAUNCHER) status
+endif
+
+logs: venv ## Follow every process's log
+ifeq ($(DOCKER_ENGINE),yes)
+	$(COMPOSE) logs --follow --tail 40
+else
+	@$(LAUNCHER) logs --follow
+endif
+
+test: venv lint ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: venv ## Unit tests only (no I/O)
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-integration: venv ## Integration tests (real PostgreSQL and Kafka)
+	$(PY) -m pytest -m integration $(PYTEST_ARGS)
+
+test-e2e: venv ## End-to-end tests of the launcher and the running system
+	$(PY) -m pytest -m e2e $(PYTEST_ARGS)
+
+lint: venv ## ruff and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy services infra outbox_relay dashboards tests
+
+lock: $(UV) ## Re-resolve uv.lock after changing pyproject.toml
+	$(UV) lock
+
+clean-state: venv ## Stop the native stack and delete its data (databases, topics, logs)
+	@$(LAUNCHER) down
+	@rm -rf "$$($(PY) -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')"
+	@echo "native state removed"

@@ -1,0 +1,1 @@
+"""Grafana dashboards built as code with grafana-foundation-sdk; `make dashboards` writes generated/."""

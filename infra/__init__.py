@@ -1,0 +1,1 @@
+"""Infrastructure: the native launcher, Kafka's broker runtime, Prometheus and Grafana provisioning."""

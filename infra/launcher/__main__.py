@@ -1,0 +1,109 @@
+"""The native launcher's command line: `python -m infra.launcher up|down|status|logs|provision`.
+
+The Makefile calls it; every failure a person can fix is printed as what went wrong and how to
+fix it, with exit status 2, never as a stack trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from pydantic import ValidationError
+
+from infra.launcher import kafka_broker, stack
+from infra.launcher.errors import LaunchError
+from infra.launcher.provisioning import provision
+from services.settings import Settings
+
+
+def _say(message: str) -> None:
+    print(f"  · {message}", flush=True)
+
+
+def _up(settings: Settings, arguments: argparse.Namespace) -> int:
+    started = time.monotonic()
+    print("effectively-once: bringing the native stack up (no Docker engine needed)", flush=True)
+    stack.up(settings, _say, with_platform=not arguments.infra_only)
+    print(f"\nhealthy in {time.monotonic() - started:.1f} s:")
+    for label, url in stack.urls(settings, with_platform=not arguments.infra_only).items():
+        print(f"  {label:<20} {url}")
+    print("\n`make status` shows each process, `make logs` follows their logs, `make down` stops all.")
+    return 0
+
+
+def _down(settings: Settings, _: argparse.Namespace) -> int:
+    if stack.down(settings, _say):
+        print("effectively-once: stopped; nothing is left running.")
+    else:
+        print("effectively-once: nothing was running.")
+    return 0
+
+
+def _status(settings: Settings, _: argparse.Namespace) -> int:
+    rows = stack.status(settings)
+    if not rows:
+        print("effectively-once: not running (`make up` starts it).")
+        return 3
+    for row in rows:
+        print(f"  {row['name']:<16} {row['state']:<10} {row['detail']}")
+    return 0 if all(row["state"] == "RUNNING" for row in rows) else 1
+
+
+def _logs(settings: Settings, arguments: argparse.Namespace) -> int:
+    logs = settings.EO_STATE_DIR / "logs"
+    files = sorted(str(path) for path in logs.glob("*.log")) if logs.is_dir() else []
+    if not files:
+        print(f"effectively-once: no logs yet in {logs} (`make up` starts the stack).")
+        return 0
+    follow = ["-F"] if arguments.follow else []
+    os.execvp("tail", ["tail", "-n", str(arguments.lines), *follow, *files])
+
+
+def _provision(settings: Settings, _: argparse.Namespace) -> int:
+    """For docker-compose's one-shot job: roles, databases, migrations and topics."""
+    provision(settings, _say)
+    kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=60)
+    created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
+    _say(f"created {len(created)} topics" if created else "every topic exists")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.launcher", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start PostgreSQL, Kafka and the platform (idempotent)")
+    up.add_argument("--infra-only", action="store_true", help="only PostgreSQL and Kafka")
+    up.set_defaults(run=_up)
+    commands.add_parser("down", help="stop everything the launcher started").set_defaults(run=_down)
+    commands.add_parser("status", help="each supervised process").set_defaults(run=_status)
+    logs = commands.add_parser("logs", help="the processes' logs")
+    logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument("-n", "--lines", type=int, default=40)
+    logs.set_defaults(run=_logs)
+    commands.add_parser(
+        "provision",
+        help="roles, databases and migrations at DATABASE_URL; topics at KAFKA_BOOTSTRAP_SERVERS",
+    ).set_defaults(run=_provision)
+    arguments = parser.parse_args(argv)
+    try:
+        settings = Settings()
+        return int(arguments.run(settings, arguments))
+    except ValidationError as error:
+        print(f"effectively-once: the configuration is not valid:\n{error}", file=sys.stderr)
+        print(
+            "  how to fix: correct the variables named above in your environment or .env",
+            file=sys.stderr,
+        )
+        return 2
+    except LaunchError as error:
+        print(f"\neffectively-once: {arguments.command} failed: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

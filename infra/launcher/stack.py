@@ -1,0 +1,168 @@
+"""`up`, `down` and `status` of the native stack: PostgreSQL, Kafka and the platform's processes."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from infra.launcher import kafka_broker, postgres_cluster, processes, provisioning
+from infra.launcher.errors import LaunchError
+from infra.launcher.preflight import require_free_port, require_java
+from infra.launcher.supervisor import Program, Supervisor
+from services.settings import Settings, redact
+
+Say = Callable[[str], None]
+FAILED_STATES = ("BACKOFF", "FATAL", "EXITED")
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the running infrastructure answers."""
+
+    admin_database_url: str
+    kafka_bootstrap_servers: str
+
+
+def _tail(path: os.PathLike[str] | str, lines: int = 25) -> str:
+    try:
+        with open(path, errors="replace") as log:
+            return "".join(log.readlines()[-lines:])
+    except OSError:
+        return "(no log yet)"
+
+
+def _watch(supervisor: Supervisor, name: str) -> Callable[[], None]:
+    """A callback that fails fast when `name` died while we wait for it to be ready."""
+
+    def check() -> None:
+        state = supervisor.info(name)["statename"]
+        if state in FAILED_STATES:
+            raise LaunchError(
+                f"{name} exited while starting ({state}); the end of its log:\n"
+                + _tail(supervisor.log_path(name)),
+                f"fix what the log says, then `make up` again (whole log: {supervisor.log_path(name)})",
+            )
+
+    return check
+
+
+def _port_variable(program: Program, port: int) -> str:
+    names = {
+        processes.POSTGRES: "POSTGRES_PORT",
+        processes.KAFKA: "KAFKA_PORT or KAFKA_CONTROLLER_PORT",
+        processes.CHAOS_PANEL: "CHAOS_PANEL_PORT",
+    }
+    return names.get(program.name, f"the port setting of {program.name}")
+
+
+def _wait_healthy(supervisor: Supervisor, program: Program, timeout: float = 60) -> None:
+    if not program.health_url:
+        return
+    still_starting = _watch(supervisor, program.name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        still_starting()
+        try:
+            if httpx.get(program.health_url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise LaunchError(
+        f"{program.name} did not become healthy at {program.health_url}",
+        f"read its log: {supervisor.log_path(program.name)}",
+    )
+
+
+def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
+    """Bring the stack up (idempotent); return where PostgreSQL and Kafka answer.
+
+    Every check that can fail on configuration runs before anything starts.
+    """
+    settings.EO_STATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o755)
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    running = (
+        {info["name"] for info in supervisor.all_info() if info["statename"] == "RUNNING"}
+        if supervisor.is_running()
+        else set()
+    )
+    infrastructure: list[Program] = []
+    if settings.uses_own_postgres:
+        bindir = postgres_cluster.ensure_installed(say)
+        infrastructure.append(processes.postgres_program(settings, bindir))
+    else:
+        postgres_cluster.wait_until_ready(settings.admin_database_url, timeout=5)
+    if settings.uses_own_kafka:
+        java = require_java(os.environ.get("JAVA_HOME"))
+        libs = kafka_broker.ensure_jars(settings, say)
+        infrastructure.append(processes.kafka_program(settings, java, libs))
+    else:
+        kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
+    all_platform = processes.platform_programs(settings)
+    platform = all_platform if with_platform else []
+    for program in infrastructure + platform:
+        if program.name not in running:
+            for port in program.ports:
+                require_free_port("127.0.0.1", port, program.name, _port_variable(program, port))
+
+    if settings.uses_own_postgres:
+        postgres_cluster.ensure_initialised(bindir, settings, say)
+    if settings.uses_own_kafka:
+        kafka_broker.ensure_formatted(java, libs, settings, say)
+    supervisor.start_daemon(infrastructure + all_platform)
+    for program in infrastructure:
+        say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
+        supervisor.start(program.name)
+        if program.name == processes.POSTGRES:
+            postgres_cluster.wait_until_ready(
+                settings.admin_database_url, 60, _watch(supervisor, program.name)
+            )
+        else:
+            kafka_broker.wait_until_ready(
+                settings.kafka_bootstrap_servers, 90, _watch(supervisor, program.name)
+            )
+    provisioning.provision(settings, say)
+    created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
+    if created:
+        say(f"created {len(created)} topics")
+    for program in platform:
+        say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
+        supervisor.start(program.name)
+        _wait_healthy(supervisor, program)
+    return Endpoints(settings.admin_database_url, settings.kafka_bootstrap_servers)
+
+
+def urls(settings: Settings, with_platform: bool = True) -> dict[str, str]:
+    """What `make up` prints: label -> URL."""
+    shown: dict[str, str] = {}
+    for program in processes.platform_programs(settings) if with_platform else []:
+        shown.update(program.urls)
+    shown["Kafka bootstrap"] = settings.kafka_bootstrap_servers
+    shown["PostgreSQL (admin)"] = redact(settings.admin_database_url)
+    shown["Logs"] = str(settings.EO_STATE_DIR / "logs")
+    return shown
+
+
+def down(settings: Settings, say: Say) -> bool:
+    """Stop everything the launcher started; False when nothing was running."""
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    if not supervisor.is_running():
+        return False
+    say("stopping every process")
+    supervisor.shutdown()
+    return True
+
+
+def status(settings: Settings) -> list[dict[str, str]]:
+    """One row per supervised process: name, state, pid and uptime (empty when down)."""
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    if not supervisor.is_running():
+        return []
+    return [
+        {"name": info["name"], "state": info["statename"], "detail": info["description"]}
+        for info in supervisor.all_info()
+    ]

@@ -1,0 +1,1 @@
+"""The outbox relay: one process that publishes every service's outbox to Kafka, broker-confirmed."""

@@ -1,0 +1,1 @@
+"""The chaos panel: the platform's web face. For now it shows what runs and whether it answers."""

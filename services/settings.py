@@ -1,0 +1,155 @@
+"""The platform's configuration: one pydantic-settings class, read from the environment and `.env`.
+
+Both paths (native launcher and docker-compose) use these same variable names. `.env.example`
+lists every one of them with its default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Literal
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.topology import AUDITOR_ROLE, ServiceDatabase
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+DEVELOPMENT_PASSWORD_SUFFIX = "-dev-password"
+
+
+def _default_state_dir() -> Path:
+    # Under /var/tmp rather than the checkout: when run as root, PostgreSQL runs as the
+    # `postgres` user, which must be able to reach its data directory, and a checkout under
+    # /root would be out of its reach. One state directory per checkout.
+    digest = hashlib.sha1(str(PROJECT_ROOT).encode()).hexdigest()[:8]
+    return Path("/var/tmp") / f"effectively-once-{os.getuid()}" / f"{PROJECT_ROOT.name}-{digest}"
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "effectively-once"
+
+
+class Settings(BaseSettings):
+    """Every setting of the platform, with its default for a local development run."""
+
+    model_config = SettingsConfigDict(
+        env_file=PROJECT_ROOT / ".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    EO_ENV: Literal["development", "production"] = "development"
+    """`production` refuses the development default passwords."""
+
+    DATABASE_URL: str | None = None
+    """For the launcher: a PostgreSQL server's admin URL to use instead of running our own.
+    For a service process: that service's own database (the launcher passes it)."""
+    POSTGRES_HOST: str = "127.0.0.1"
+    POSTGRES_PORT: int = 55432
+    """The port of the PostgreSQL cluster the launcher runs when DATABASE_URL is not set."""
+    POSTGRES_PASSWORD: str = "postgres" + DEVELOPMENT_PASSWORD_SUFFIX
+
+    KAFKA_BOOTSTRAP_SERVERS: str | None = None
+    """A Kafka cluster to use instead of the broker the launcher runs."""
+    KAFKA_PORT: int = 59092
+    KAFKA_CONTROLLER_PORT: int = 59093
+    KAFKA_HEAP: str = "512m"
+
+    CHAOS_PANEL_HOST: str = "127.0.0.1"
+    CHAOS_PANEL_PORT: int = 8080
+
+    ORDERS_DB_PASSWORD: str = "orders" + DEVELOPMENT_PASSWORD_SUFFIX
+    INVENTORY_DB_PASSWORD: str = "inventory" + DEVELOPMENT_PASSWORD_SUFFIX
+    PAYMENT_DB_PASSWORD: str = "payment" + DEVELOPMENT_PASSWORD_SUFFIX
+    NOTIFICATION_DB_PASSWORD: str = "notification" + DEVELOPMENT_PASSWORD_SUFFIX
+    PAYMENT_PROVIDER_DB_PASSWORD: str = "payment_provider" + DEVELOPMENT_PASSWORD_SUFFIX
+    MAIL_DB_PASSWORD: str = "mail" + DEVELOPMENT_PASSWORD_SUFFIX
+    AUDITOR_DB_PASSWORD: str = "auditor" + DEVELOPMENT_PASSWORD_SUFFIX
+
+    EO_STATE_DIR: Path = Field(default_factory=_default_state_dir)
+    """Data, logs and sockets of the native run (PostgreSQL data, Kafka log dirs, supervisor)."""
+    EO_CACHE_DIR: Path = Field(default_factory=_default_cache_dir)
+    """Downloads kept between runs and checkouts: Kafka's jars."""
+
+    @model_validator(mode="after")
+    def _refuse_development_secrets_outside_development(self) -> Settings:
+        if self.EO_ENV != "development":
+            weak = [
+                name
+                for name, value in self.model_dump().items()
+                if name.endswith("PASSWORD") and str(value).endswith(DEVELOPMENT_PASSWORD_SUFFIX)
+            ]
+            if weak:
+                raise ValueError(
+                    "EO_ENV=production refuses the development default passwords; set "
+                    + ", ".join(sorted(weak))
+                )
+        return self
+
+    # Derived values -------------------------------------------------------------------
+
+    @property
+    def uses_own_postgres(self) -> bool:
+        """True when the launcher runs its own PostgreSQL cluster."""
+        return not self.DATABASE_URL
+
+    @property
+    def uses_own_kafka(self) -> bool:
+        """True when the launcher runs its own Kafka broker."""
+        return not self.KAFKA_BOOTSTRAP_SERVERS
+
+    @property
+    def admin_database_url(self) -> str:
+        """The superuser URL used to create roles, databases and run migrations."""
+        if self.DATABASE_URL:
+            return self.DATABASE_URL
+        password = quote(self.POSTGRES_PASSWORD, safe="")
+        return f"postgresql://postgres:{password}@{self.POSTGRES_HOST}:{self.POSTGRES_PORT}/postgres"
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        return self.KAFKA_BOOTSTRAP_SERVERS or f"127.0.0.1:{self.KAFKA_PORT}"
+
+    def database_password(self, database: ServiceDatabase) -> str:
+        return str(getattr(self, database.password_variable))
+
+    def service_database_url(self, database: ServiceDatabase) -> str:
+        """The URL a service uses: its own role, its own database, on the admin URL's server."""
+        return with_credentials(
+            self.admin_database_url, database.role, self.database_password(database), database.name
+        )
+
+    def auditor_database_url(self, database: ServiceDatabase) -> str:
+        """The read-only auditor's URL for one service database."""
+        return with_credentials(
+            self.admin_database_url, AUDITOR_ROLE, self.AUDITOR_DB_PASSWORD, database.name
+        )
+
+    @property
+    def chaos_panel_url(self) -> str:
+        return f"http://{self.CHAOS_PANEL_HOST}:{self.CHAOS_PANEL_PORT}"
+
+
+def with_credentials(url: str, user: str, password: str, dbname: str) -> str:
+    """`url` with its user, password and database replaced; host, port and query kept."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, "/" + quote(dbname, safe=""), parts.query, ""))
+
+
+def redact(url: str) -> str:
+    """`url` with its password hidden, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

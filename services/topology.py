@@ -1,0 +1,87 @@
+"""What the platform is made of: service databases, topics, consumers and their dead-letter topics.
+
+One source of truth, read by the launcher (what to create), by docker-compose's test (what must
+be named there too) and by the services themselves. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TOPIC_PARTITIONS = 3
+"""At least 3, so that scaling a consumer group out is real."""
+
+
+@dataclass(frozen=True)
+class ServiceDatabase:
+    """A database owned by one service, reached through one least-privilege role."""
+
+    name: str
+    role: str
+    runs_consumer_runtime: bool
+    """True when the service consumes events or writes an outbox (the runtime's tables)."""
+
+    @property
+    def password_variable(self) -> str:
+        """The environment variable that holds this role's password."""
+        return f"{self.name.upper()}_DB_PASSWORD"
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A stable, versioned logical consumer name and the topics it reads."""
+
+    name: str
+    database: str
+    topics: tuple[str, ...]
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return f"dlq.{self.name}"
+
+
+def _database(name: str, runs_consumer_runtime: bool) -> ServiceDatabase:
+    return ServiceDatabase(name=name, role=f"{name}_svc", runs_consumer_runtime=runs_consumer_runtime)
+
+
+DATABASES: tuple[ServiceDatabase, ...] = (
+    *(_database(name, True) for name in ("orders", "inventory", "payment", "notification")),
+    # The sandboxes stand in for the outside world: their own ledgers, no Kafka.
+    *(_database(name, False) for name in ("payment_provider", "mail")),
+)
+
+ORDERS_EVENTS = "orders.events"
+INVENTORY_EVENTS = "inventory.events"
+PAYMENT_EVENTS = "payment.events"
+NOTIFICATION_EVENTS = "notification.events"
+
+EVENT_TOPICS: tuple[str, ...] = (
+    ORDERS_EVENTS,
+    INVENTORY_EVENTS,
+    PAYMENT_EVENTS,
+    NOTIFICATION_EVENTS,
+)
+
+CONSUMERS: tuple[Consumer, ...] = (
+    Consumer("orders-saga-v1", "orders", EVENT_TOPICS),
+    Consumer("inventory-reservation-v1", "inventory", (ORDERS_EVENTS, PAYMENT_EVENTS)),
+    Consumer("payment-authorization-v1", "payment", (INVENTORY_EVENTS,)),
+    Consumer("notification-dispatch-v1", "notification", (PAYMENT_EVENTS,)),
+    Consumer("sales-projection-v1", "notification", (PAYMENT_EVENTS,)),
+)
+
+AUDITOR_ROLE = "auditor"
+"""A read-only role that may connect to every service database: the auditor's and the panel's."""
+
+
+def all_topics() -> tuple[str, ...]:
+    """Every topic the launcher creates up front: event topics, then one dead-letter topic per consumer."""
+    return EVENT_TOPICS + tuple(consumer.dead_letter_topic for consumer in CONSUMERS)
+
+
+def database(name: str) -> ServiceDatabase:
+    """The service database called `name`."""
+    for candidate in DATABASES:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no service database named {name!r}")

@@ -1,0 +1,78 @@
+"""Run the native launcher as `make up` does, in a state directory and on ports of its own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.settings import PROJECT_ROOT, Settings
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class LauncherRun:
+    """A separate native stack: its own state directory and ports, so tests never touch yours."""
+
+    state_dir: Path = field(
+        # Beside the default state directories: reachable by the `postgres` user when root.
+        default_factory=lambda: Settings().EO_STATE_DIR.parent / f"e2e-{uuid.uuid4().hex[:8]}"
+    )
+    ports: dict[str, int] = field(
+        default_factory=lambda: {
+            name: free_port()
+            for name in ("POSTGRES_PORT", "KAFKA_PORT", "KAFKA_CONTROLLER_PORT", "CHAOS_PANEL_PORT")
+        }
+    )
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        environment = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS")
+        }
+        environment.update({key: str(value) for key, value in self.ports.items()})
+        environment["EO_STATE_DIR"] = str(self.state_dir)
+        environment.update(self.overrides)
+        return environment
+
+    def launcher(self, *arguments: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "infra.launcher", *arguments],
+            cwd=PROJECT_ROOT,
+            env=self.environment,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def processes_using_state_dir(self) -> list[str]:
+        """Command lines of live processes that mention this run's state directory."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                zombie = "\nState:\tZ" in (proc / "status").read_text()
+            except OSError:
+                continue
+            if str(self.state_dir) in command and not zombie:
+                found.append(f"{proc.name}: {command}")
+        return found
+
+    def remove(self) -> None:
+        shutil.rmtree(self.state_dir, ignore_errors=True)

@@ -1,0 +1,77 @@
+"""Each service has its own database and a least-privilege role; migrations are idempotent."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from infra.launcher.provisioning import apply_migrations, migrations_for
+from services.settings import Settings, with_credentials
+from services.topology import CONSUMERS, DATABASES, TOPIC_PARTITIONS, all_topics, database
+
+
+def test_every_service_database_is_migrated_and_a_second_run_applies_nothing(
+    settings: Settings,
+) -> None:
+    for service_database in DATABASES:
+        url = settings.service_database_url(service_database)
+        assert apply_migrations(url, service_database) == []
+        with psycopg.connect(url) as connection:
+            applied = connection.execute("SELECT count(*) FROM schema_migration").fetchone()
+        assert applied == (len(migrations_for(service_database)),)
+
+
+def test_a_service_role_cannot_connect_to_another_service_database(settings: Settings) -> None:
+    orders, inventory = database("orders"), database("inventory")
+    trespass = with_credentials(
+        settings.admin_database_url, orders.role, settings.database_password(orders), inventory.name
+    )
+    with pytest.raises(psycopg.OperationalError, match="permission denied"):
+        psycopg.connect(trespass).close()
+
+
+def test_a_service_role_is_not_a_superuser_and_cannot_create_databases(settings: Settings) -> None:
+    orders = database("orders")
+    with psycopg.connect(settings.service_database_url(orders), autocommit=True) as connection:
+        flags = connection.execute(
+            "SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        assert flags == (False, False, False)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            connection.execute(f"CREATE DATABASE trespass_{uuid.uuid4().hex[:8]}")
+
+
+def test_the_auditor_reads_every_service_table_and_writes_none(settings: Settings) -> None:
+    inventory = database("inventory")
+    with psycopg.connect(settings.auditor_database_url(inventory)) as connection:
+        connection.execute("SELECT count(*) FROM processed_message").fetchone()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            connection.execute("INSERT INTO processed_message (consumer_name, message_id) VALUES ('x', 'y')")
+
+
+def test_the_marker_table_refuses_empty_and_duplicate_keys(settings: Settings) -> None:
+    url = settings.service_database_url(database("payment"))
+    consumer, message = f"provisioning-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with psycopg.connect(url, autocommit=True) as connection:
+        insert = "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)"
+        connection.execute(insert, (consumer, message))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            connection.execute(insert, (consumer, message))
+        with pytest.raises(psycopg.errors.CheckViolation):
+            connection.execute(insert, (consumer, ""))
+        with pytest.raises(psycopg.errors.CheckViolation):
+            connection.execute(insert, (consumer, "m" * 256))
+
+
+def test_every_topic_exists_with_enough_partitions_and_every_consumer_has_a_dead_letter_topic(
+    settings: Settings,
+) -> None:
+    metadata = AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).list_topics(timeout=10)
+    for topic in all_topics():
+        assert topic in metadata.topics, topic
+        assert len(metadata.topics[topic].partitions) >= TOPIC_PARTITIONS, topic
+    for consumer in CONSUMERS:
+        assert consumer.dead_letter_topic in metadata.topics

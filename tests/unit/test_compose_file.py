@@ -1,0 +1,96 @@
+"""docker-compose.yml names the same services, ports and variables as the native launcher.
+
+No Docker engine runs on these machines, so this is what can be checked of it here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.launcher import processes
+from infra.launcher.supervisor import Program
+from services.settings import PROJECT_ROOT, Settings
+
+COMPOSE = PROJECT_ROOT / "docker-compose.yml"
+NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    loaded = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def _native_platform() -> list[Program]:
+    return processes.platform_programs(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))
+
+
+def test_compose_runs_the_same_services_as_the_native_path_plus_grafana(
+    compose: dict[str, Any],
+) -> None:
+    native = {processes.POSTGRES, processes.KAFKA} | {p.name for p in _native_platform()}
+    assert native <= set(compose["services"])
+    assert {"prometheus", "grafana"} <= set(compose["services"])
+
+
+def test_every_long_running_service_has_a_health_check_and_a_restart_policy(
+    compose: dict[str, Any],
+) -> None:
+    for name, service in compose["services"].items():
+        assert service.get("restart") in ("unless-stopped", "always", "on-failure"), name
+        if name != "provision":
+            assert "healthcheck" in service, name
+
+
+def test_platform_services_read_the_same_variables_as_their_native_processes(
+    compose: dict[str, Any],
+) -> None:
+    for program in _native_platform():
+        compose_variables = set(compose["services"][program.name]["environment"])
+        assert compose_variables == set(program.environment) - NATIVE_ONLY_VARIABLES, program.name
+
+
+def test_published_ports_default_to_the_native_ports(compose: dict[str, Any]) -> None:
+    defaults = Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)
+    expected = {
+        "postgres": ("POSTGRES_PORT", defaults.POSTGRES_PORT),
+        "kafka": ("KAFKA_PORT", defaults.KAFKA_PORT),
+        "chaos-panel": ("CHAOS_PANEL_PORT", defaults.CHAOS_PANEL_PORT),
+    }
+    for service, (variable, port) in expected.items():
+        published = compose["services"][service]["ports"][0]
+        assert re.search(rf"\$\{{{variable}:-{port}\}}:", published), (service, published)
+
+
+def test_the_kafka_image_is_the_version_the_native_path_fetches(compose: dict[str, Any]) -> None:
+    pom = (PROJECT_ROOT / "infra" / "kafka" / "pom.xml").read_text()
+    version = re.search(r"<kafka.version>([^<]+)</kafka.version>", pom)
+    assert version
+    assert compose["services"]["kafka"]["image"] == f"apache/kafka:{version.group(1)}"
+
+
+def test_the_grafana_image_matches_the_pinned_dashboard_sdk(compose: dict[str, Any]) -> None:
+    pyproject = (PROJECT_ROOT / "pyproject.toml").read_text()
+    sdk = re.search(r"grafana-foundation-sdk==\d+!(\d+\.\d+)\.\d+", pyproject)
+    assert sdk
+    assert compose["services"]["grafana"]["image"].startswith(f"grafana/grafana:{sdk.group(1)}.")
+
+
+def test_every_setting_is_listed_in_env_example() -> None:
+    listed = set(re.findall(r"^#?\s*([A-Z_]+)=", (PROJECT_ROOT / ".env.example").read_text(), re.M))
+    assert set(Settings.model_fields) <= listed
+
+
+def test_every_mounted_file_exists(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (PROJECT_ROOT / source).exists(), (name, source)
+    assert Path(PROJECT_ROOT / "Dockerfile").exists()

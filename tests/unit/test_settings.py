@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from services.settings import Settings, redact, with_credentials
+from services.topology import database
+
+
+def test_with_credentials_replaces_user_password_and_database_and_keeps_the_rest() -> None:
+    url = with_credentials(
+        "postgresql://admin:pw@db.example:5433/postgres?sslmode=require",
+        "orders_svc",
+        "p@ss:w/rd%",
+        "orders",
+    )
+    assert url == "postgresql://orders_svc:p%40ss%3Aw%2Frd%25@db.example:5433/orders?sslmode=require"
+
+
+def test_redact_hides_only_the_password() -> None:
+    assert redact("postgresql://u:secret@h:1/d") == "postgresql://u:***@h:1/d"
+    assert redact("postgresql://h:1/d") == "postgresql://h:1/d"
+
+
+def test_each_service_gets_its_own_role_and_database_on_the_admin_server() -> None:
+    settings = Settings(DATABASE_URL="postgresql://postgres:x@10.0.0.5:5432/postgres", ORDERS_DB_PASSWORD="o")
+    assert settings.service_database_url(database("orders")) == (
+        "postgresql://orders_svc:o@10.0.0.5:5432/orders"
+    )
+
+
+def test_without_database_url_the_launcher_runs_its_own_cluster() -> None:
+    settings = Settings(DATABASE_URL=None, POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw")
+    assert settings.uses_own_postgres
+    assert settings.admin_database_url == "postgresql://postgres:pw@127.0.0.1:6000/postgres"
+
+
+def test_production_refuses_the_development_passwords() -> None:
+    with pytest.raises(ValidationError, match="ORDERS_DB_PASSWORD"):
+        Settings(EO_ENV="production")
+
+
+def test_production_accepts_real_passwords() -> None:
+    passwords = {name: "long-random-secret" for name in Settings.model_fields if name.endswith("PASSWORD")}
+    assert Settings.model_validate({"EO_ENV": "production", **passwords}).EO_ENV == "production"
