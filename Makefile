@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck \
+.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck bench \
         lock venv clean-state
 
 help: ## Show this help
@@ -88,7 +88,7 @@ test-e2e: venv ## End-to-end tests of the launcher and the running system
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy services infra outbox_relay dashboards tests
+	$(VENV)/bin/mypy services infra outbox_relay dashboards tests benchmarks
 
 lock: $(UV) ## Re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock
@@ -97,3 +97,6 @@ clean-state: venv ## Stop the native stack and delete its data (databases, topic
 	@$(LAUNCHER) down
 	@rm -rf "$$($(PY) -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')"
 	@echo "native state removed"
+
+bench: venv ## Benchmarks (not timed tests): consumer throughput per strategy and batch size
+	$(PY) -m benchmarks.consumer_throughput

@@ -1,0 +1,206 @@
+"""How fast one consumer drains a pre-filled topic, beside the same SQL run without Kafka.
+
+`make bench` runs it. Every row of one run shares the machine's weather, so the ratios in the
+last columns are what to compare between machines, not the absolute rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import psycopg
+from confluent_kafka import Producer
+from psycopg import sql
+
+from infra.launcher import kafka_broker, stack
+from services import idempotent_consumer
+from services.idempotent_consumer import runner
+from services.idempotent_consumer.envelope import Envelope
+from services.idempotent_consumer.outcomes import Strategy
+from services.idempotent_consumer.processor import MessageProcessor, ProcessorConfig
+from services.settings import PROJECT_ROOT, Settings, with_credentials
+from tests.support.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
+
+DATABASE = "benchmarks"
+RESULTS = PROJECT_ROOT / "artifacts" / "bench" / "consumer.json"
+
+
+@dataclass
+class Row:
+    case: str
+    messages: int
+    kafka_rate: float
+    sql_only_rate: float
+
+    @property
+    def ratio(self) -> float:
+        return self.kafka_rate / self.sql_only_rate if self.sql_only_rate else 0.0
+
+
+def _say(message: str) -> None:
+    print(f"  · {message}", flush=True)
+
+
+def _database(settings: Settings) -> str:
+    with psycopg.connect(settings.admin_database_url, autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+    user = "postgres"
+    url = with_credentials(settings.admin_database_url, user, settings.POSTGRES_PASSWORD, DATABASE)
+    if settings.DATABASE_URL:
+        url = settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + DATABASE
+    with psycopg.connect(url, autocommit=True) as connection:
+        for migration in sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")):
+            connection.execute(migration.read_text())
+        connection.execute(SCHEMA)
+    return url
+
+
+def _prefill(settings: Settings, topic: str, events: Sequence[Envelope]) -> None:
+    kafka_broker.ensure_topics(settings.kafka_bootstrap_servers, (topic, f"{topic}.dlq"))
+    producer = Producer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    for event in events:
+        producer.produce(topic, key=event.key, value=event.to_json())
+        producer.poll(0)
+    assert producer.flush(60) == 0
+
+
+def _kafka_rate(
+    settings: Settings, url: str, name: str, topic: str, count: int, strategy: Strategy, batch_size: int
+) -> float:
+    consumer_settings = runner.ConsumerSettings(
+        DATABASE_URL=url,
+        KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
+        CONSUMER_STRATEGY=strategy,
+        CONSUMER_BATCH_SIZE=batch_size,
+    )
+    loop = runner.build(
+        name,
+        (topic,),
+        {LEDGER_ENTRY: ledger_handler(name)},
+        consumer_settings,
+        dead_letter_topic=f"{topic}.dlq",
+        bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
+    )
+    started: list[float] = []
+
+    def done() -> bool:
+        if loop.handled and not started:
+            started.append(time.perf_counter())
+        return loop.handled >= count
+
+    loop.run(until=done)
+    elapsed = time.perf_counter() - started[0]
+    return (count - 1) / elapsed  # the clock starts after the first message
+
+
+def _sql_only_rate(
+    url: str, name: str, events: Sequence[Envelope], strategy: Strategy, batch_size: int
+) -> float:
+    processor = MessageProcessor(
+        ProcessorConfig(consumer_name=name, strategy=strategy),
+        connect=lambda: psycopg.connect(url, autocommit=True),
+        handlers={LEDGER_ENTRY: ledger_handler(name)},
+        bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
+    )
+    processor.connection  # connect before the clock starts  # noqa: B018
+    started = time.perf_counter()
+    for start in range(0, len(events), batch_size):
+        processor.process_batch(events[start : start + batch_size])
+    elapsed = time.perf_counter() - started
+    processor.close()
+    return len(events) / elapsed
+
+
+def _case(
+    settings: Settings,
+    url: str,
+    label: str,
+    count: int,
+    strategy: Strategy = Strategy.CORRECT,
+    batch_size: int = 1,
+    duplicates: bool = False,
+) -> Row:
+    _say(f"{label}: {count} messages")
+    run = uuid.uuid4().hex[:8]
+    events = [entry(f"order-{n % 1000}") for n in range(count)]
+    topic = f"bench.{run}"
+    _prefill(settings, topic, events)
+    kafka_name, sql_name = f"bench-kafka-{run}-v1", f"bench-sql-{run}-v1"
+    if duplicates:  # every marker exists already: each delivery takes the duplicate path
+        for name in (kafka_name, sql_name):
+            _sql_only_rate(url, name, events, Strategy.CORRECT, 500)
+    kafka = _kafka_rate(settings, url, kafka_name, topic, count, strategy, batch_size)
+    sql_only = _sql_only_rate(url, sql_name, events, strategy, batch_size)
+    return Row(label, count, kafka, sql_only)
+
+
+TARGETS: dict[str, Callable[[dict[str, Row]], tuple[str, bool]]] = {
+    "correct": lambda r: ("≥ 0.8× its SQL-only rate", r["correct"].ratio >= 0.8),
+    "batched 100": lambda r: (
+        "≥ 15,000/s and ≥ 10× correct",
+        r["batched 100"].kafka_rate >= 15_000 and r["batched 100"].kafka_rate >= 10 * r["correct"].kafka_rate,
+    ),
+    "duplicate path": lambda r: (
+        "≥ 3× correct",
+        r["duplicate path"].kafka_rate >= 3 * r["correct"].kafka_rate,
+    ),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=10_000, help="per one-at-a-time case")
+    parser.add_argument("--batched-messages", type=int, default=50_000, help="per batched case")
+    arguments = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    settings = Settings()
+    print("consumer throughput: one consumer draining a pre-filled topic (make bench)")
+    endpoints = stack.up(settings, _say, with_platform=False)
+    settings = Settings(
+        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
+    )
+    url = _database(settings)
+    n, b = arguments.messages, arguments.batched_messages
+    rows = {
+        row.case: row
+        for row in (
+            _case(settings, url, "correct", n),
+            _case(settings, url, "no_dedup", n, Strategy.NO_DEDUP),
+            _case(settings, url, "duplicate path", n, duplicates=True),
+            _case(settings, url, "batched 10", b, batch_size=10),
+            _case(settings, url, "batched 100", b, batch_size=100),
+        )
+    }
+    print(f"\n{'case':<16}{'messages':>9}{'Kafka msg/s':>13}{'SQL-only msg/s':>16}{'ratio':>7}  target")
+    report: list[dict[str, Any]] = []
+    for case, row in rows.items():
+        target, met = TARGETS[case](rows) if case in TARGETS else ("", True)
+        verdict = ("met" if met else "NOT MET") if target else ""
+        print(
+            f"{case:<16}{row.messages:>9}{row.kafka_rate:>13,.0f}{row.sql_only_rate:>16,.0f}"
+            f"{row.ratio:>7.2f}  {target} {verdict}"
+        )
+        report.append({**asdict(row), "ratio": row.ratio, "target": target, "met": met})
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2))
+    print(f"\nwritten to {RESULTS.relative_to(PROJECT_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,228 @@
+"""The Kafka side of the runtime: poll, process, dead-letter, and only then acknowledge.
+
+Acknowledging means storing the offset (`enable.auto.offset.store=false`); librdkafka commits
+stored offsets in the background and on close. Nothing is stored for a message until its
+transaction committed or its dead letter was confirmed. On a rebalance, what is stored is
+committed before the partitions go (revoke); when partitions are lost, nothing is committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from services.idempotent_consumer import metrics
+from services.idempotent_consumer.dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
+from services.idempotent_consumer.envelope import Envelope, PoisonMessage, decode
+from services.idempotent_consumer.outcomes import Outcome, Strategy
+from services.idempotent_consumer.processor import MessageProcessor, TerminalFailure
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    batch_size: int = 1
+    """Messages per database transaction (batched mode above 1)."""
+    poll_size: int = 500
+    """Messages taken from the client per poll; each transaction's are acknowledged after it."""
+    instance_id: str | None = None
+    """Static group membership: a restarted process takes its partitions back at once."""
+    poll_timeout_seconds: float = 0.5
+    retry_backoff_cap_seconds: float = 5.0
+    kafka: dict[str, Any] = field(default_factory=dict)
+    """Extra librdkafka settings."""
+
+    def consumer_settings(self, group_id: str) -> dict[str, Any]:
+        settings: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": group_id,
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 1000,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1000,
+        }
+        if self.instance_id:
+            settings["group.instance.id"] = self.instance_id
+        return settings | self.kafka
+
+
+@dataclass
+class _Delivery:
+    message: Message
+    event: Envelope | None
+    result: Outcome | TerminalFailure | None = None
+    acknowledged: bool = False
+
+
+class ConsumerLoop:
+    """One consumer group member: its processor, its dead-letter topic, its offsets."""
+
+    def __init__(
+        self,
+        config: LoopConfig,
+        processor: MessageProcessor,
+        dead_letters: DeadLetterPublisher,
+        consumer_factory: Callable[[dict[str, Any]], Consumer] = Consumer,
+    ) -> None:
+        self.config = config
+        self.processor = processor
+        self.dead_letters = dead_letters
+        self.name = processor.config.consumer_name
+        self._consumer = consumer_factory(config.consumer_settings(self.name))
+        self._stopping = False
+        self._retry_round = 0
+        self.handled = 0
+        """Deliveries acknowledged so far (committed or dead-lettered)."""
+
+    def stop(self) -> None:
+        """Finish the message in hand, then leave (SIGTERM calls this)."""
+        self._stopping = True
+
+    def run(self, until: Callable[[], bool] = lambda: False) -> None:
+        """Consume until stop() or `until()`; then close, committing what is stored."""
+        self._consumer.subscribe(list(self.config.topics), on_revoke=self._on_revoke, on_lost=self._on_lost)
+        log.info(
+            "consuming %s",
+            ", ".join(self.config.topics),
+            extra={"consumer": self.name, "strategy": self.processor.config.strategy.value},
+        )
+        try:
+            while not self._stopping and not until():
+                messages = self._consumer.consume(
+                    max(self.config.batch_size, self.config.poll_size), self.config.poll_timeout_seconds
+                )
+                if messages:
+                    self.handle(messages)
+        finally:
+            self._consumer.close()
+            self.processor.close()
+
+    # Rebalances -----------------------------------------------------------------------------
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as error:
+            if error.args[0].code() != KafkaError._NO_OFFSET:
+                log.warning("commit on revoke failed: %s", error, extra={"consumer": self.name})
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.warning(
+            "partitions lost; nothing committed for them: they will be redelivered",
+            extra={"consumer": self.name},
+        )
+
+    # Messages -------------------------------------------------------------------------------
+
+    def handle(self, messages: Sequence[Message]) -> None:
+        """Process one poll's messages, a transaction at a time, acknowledging after each."""
+        deliveries: list[_Delivery] = []
+        for message in messages:
+            error = message.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("consumer error: %s", error, extra={"consumer": self.name})
+                continue
+            try:
+                deliveries.append(_Delivery(message, decode(message.value())))
+            except PoisonMessage as poison:
+                deliveries.append(_Delivery(message, None, TerminalFailure(poison.reason, poison)))
+        size = self.config.batch_size
+        for start in range(0, len(deliveries), size):
+            if self._stopping:
+                return  # the rest is not acknowledged: the group redelivers it
+            if not self._handle_transaction(deliveries[start : start + size]):
+                self._rewind([d.message for d in deliveries[start:] if not d.acknowledged])
+                return
+        self._retry_round = 0
+
+    def _handle_transaction(self, deliveries: list[_Delivery]) -> bool:
+        """One transaction's worth of deliveries; False when some were left unacknowledged."""
+        oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
+        metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name).set(max(0.0, time.time() - oldest))
+        if self.processor.config.strategy is Strategy.ACK_BEFORE_COMMIT:
+            # The teaching mistake: the offset is committed before the transaction even begins.
+            for delivery in deliveries:
+                self._consumer.store_offsets(message=delivery.message)
+            self._consumer.commit(asynchronous=False)
+
+        to_process = [d for d in deliveries if d.event is not None]
+        batch = self.processor.process_batch([d.event for d in to_process if d.event is not None])
+        for delivery, result in zip(to_process, batch.results, strict=False):
+            delivery.result = result
+        if batch.retry_later:
+            log.warning("database unavailable: %s", batch.retry_later, extra={"consumer": self.name})
+
+        done: list[_Delivery] = []
+        try:
+            for delivery in deliveries:
+                if delivery.result is None:
+                    break  # not processed: the database went away
+                if isinstance(delivery.result, TerminalFailure):
+                    self._dead_letter(delivery, delivery.result)
+                done.append(delivery)
+        except DeadLetterUnconfirmed as unconfirmed:
+            log.error("%s", unconfirmed, extra={"consumer": self.name})
+
+        self.processor.faults.hit("after_commit_before_ack")
+        if done:
+            self._acknowledge([delivery.message for delivery in done])
+            for delivery in done:
+                delivery.acknowledged = True
+        self.handled += len(done)
+        metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name).set(0)
+        return len(done) == len(deliveries)
+
+    def _acknowledge(self, messages: Sequence[Message]) -> None:
+        """Store the offset after each partition's last message (committed in the background)."""
+        next_offsets: dict[tuple[str, int], int] = {}
+        for message in messages:
+            next_offsets[(message.topic() or "", message.partition() or 0)] = (message.offset() or 0) + 1
+        self._consumer.store_offsets(
+            offsets=[
+                TopicPartition(topic, partition, offset)
+                for (topic, partition), offset in next_offsets.items()
+            ]
+        )
+
+    def _dead_letter(self, delivery: _Delivery, failure: TerminalFailure) -> None:
+        message_id = delivery.event.message_id if delivery.event else None
+        self.dead_letters.publish(
+            delivery.message, failure.reason, failure.error_class, failure.error_text, message_id
+        )
+        self.processor.record(
+            delivery.event,
+            Outcome.TERMINAL_FAILURE,
+            reason=failure.reason,
+            error_class=failure.error_class,
+            topic=delivery.message.topic(),
+            partition=delivery.message.partition(),
+            offset=delivery.message.offset(),
+        )
+
+    def _rewind(self, pending: Sequence[Message]) -> None:
+        """Seek every partition back to its first unacknowledged message, then back off."""
+        first: dict[tuple[str, int], int] = {}
+        for message in pending:
+            first.setdefault((message.topic() or "", message.partition() or 0), message.offset() or 0)
+        for (topic, partition), offset in first.items():
+            self._consumer.seek(TopicPartition(topic, partition, offset))
+        self._retry_round += 1
+        pause = min(self.config.retry_backoff_cap_seconds, 0.1 * 2**self._retry_round)
+        log.warning(
+            "%d message(s) not acknowledged; trying again in %.1f s",
+            len(pending),
+            pause,
+            extra={"consumer": self.name},
+        )
+        time.sleep(pause)

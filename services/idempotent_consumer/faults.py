@@ -1,0 +1,131 @@
+"""Named fault points: places in the code where a control plane can make the process really
+crash, raise or stall, to show what each step protects.
+
+Unarmed, a point costs one dictionary check. Armed points live in the process's memory: a crash
+forgets them, so "crash once" means once, and the supervisor's restart runs clean.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+log = logging.getLogger(__name__)
+
+CRASH_EXIT_CODE = 75
+"""The exit status of an injected crash, so logs and tests can tell it from other deaths."""
+
+RUNTIME_POINTS = (
+    "before_claim",
+    "after_claim",
+    "before_commit",
+    "after_commit_before_ack",
+    "after_check",
+    "between_transactions",
+)
+"""The points the consumer runtime passes through (the last two only under teaching strategies)."""
+
+
+class FaultAction(StrEnum):
+    CRASH = "crash"
+    RAISE = "raise"
+    STALL = "stall"
+
+
+class InjectedFault(RuntimeError):
+    """Raised at an armed point whose action is `raise`."""
+
+
+@dataclass
+class Arming:
+    action: FaultAction | Callable[[str], object]
+    remaining: int | None = 1
+    """How many more times it fires; None: every time."""
+    probability: float = 1.0
+    stall_seconds: float = 5.0
+
+
+class FaultPoints:
+    """The armed fault points of one process."""
+
+    def __init__(self, exit: Callable[[int], None] = os._exit) -> None:
+        self._armed: dict[str, Arming] = {}
+        self._lock = threading.Lock()
+        self._exit = exit
+        self.fired: dict[str, int] = {}
+
+    def arm(
+        self,
+        point: str,
+        action: FaultAction | Callable[[str], object],
+        times: int | None = 1,
+        probability: float = 1.0,
+        stall_seconds: float = 5.0,
+    ) -> None:
+        """Arm `point`: fire `times` times (None: always), each with `probability`."""
+        if not 0 < probability <= 1:
+            raise ValueError("probability must be in (0, 1]")
+        with self._lock:
+            self._armed[point] = Arming(action, times, probability, stall_seconds)
+
+    def disarm(self, point: str | None = None) -> None:
+        """Disarm one point, or every point."""
+        with self._lock:
+            if point is None:
+                self._armed.clear()
+            else:
+                self._armed.pop(point, None)
+
+    def armed(self) -> dict[str, Arming]:
+        with self._lock:
+            return dict(self._armed)
+
+    def hit(self, point: str) -> None:
+        """Pass through `point`: nothing happens unless it is armed."""
+        if not self._armed:
+            return
+        with self._lock:
+            arming = self._armed.get(point)
+            if arming is None or random.random() >= arming.probability:
+                return
+            if arming.remaining is not None:
+                arming.remaining -= 1
+                if arming.remaining <= 0:
+                    del self._armed[point]
+            self.fired[point] = self.fired.get(point, 0) + 1
+        self._fire(point, arming)
+
+    def _fire(self, point: str, arming: Arming) -> None:
+        if callable(arming.action) and not isinstance(arming.action, FaultAction):
+            arming.action(point)
+        elif arming.action is FaultAction.CRASH:
+            log.critical("fault point %s: crashing the process now", point, extra={"fault_point": point})
+            logging.shutdown()
+            self._exit(CRASH_EXIT_CODE)
+        elif arming.action is FaultAction.RAISE:
+            raise InjectedFault(f"injected fault at {point}")
+        elif arming.action is FaultAction.STALL:
+            log.warning(
+                "fault point %s: stalling %.1f s", point, arming.stall_seconds, extra={"fault_point": point}
+            )
+            time.sleep(arming.stall_seconds)
+
+    def arm_from_spec(self, spec: str) -> None:
+        """Arm points from text such as `after_commit_before_ack=crash,before_commit=raise:3`.
+
+        Each item is `point=action[:times]`; times `always` fires every time. Used by the
+        EO_FAULTS environment variable, so a process can start with points armed.
+        """
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            point, _, rest = item.partition("=")
+            action, _, times = rest.partition(":")
+            if not point or action not in FaultAction.__members__.values():
+                raise ValueError(f"bad fault spec {item!r}: expected point=crash|raise|stall[:times]")
+            count = None if times == "always" else int(times or 1)
+            self.arm(point, FaultAction(action), times=count)

@@ -1,0 +1,50 @@
+"""JSON logs, one object a line: message id, consumer, event type and trace id; never a payload."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+FIELDS = (
+    "consumer",
+    "message_id",
+    "event_type",
+    "trace_id",
+    "outcome",
+    "strategy",
+    "attempt",
+    "reason",
+    "error_class",
+    "topic",
+    "partition",
+    "offset",
+    "fault_point",
+)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            value = record.__dict__.get(name)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure(level: int = logging.INFO) -> None:
+    """Send every log record to stdout as JSON (the supervisor or compose keeps the file)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

@@ -1,0 +1,54 @@
+"""The runtime's Prometheus metrics: outcomes by consumer, event type and strategy, and timings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from services.idempotent_consumer.outcomes import Outcome
+
+OUTCOMES = Counter(
+    "eo_consumer_messages",
+    "Deliveries handled, by what became of them.",
+    ["consumer", "event_type", "outcome", "strategy"],
+)
+TRANSACTION_SECONDS = Histogram(
+    "eo_consumer_transaction_seconds",
+    "Time from BEGIN to COMMIT of one message's (or one batch's) transaction.",
+    ["consumer"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
+CLAIM_WAIT_SECONDS = Histogram(
+    "eo_consumer_claim_wait_seconds",
+    "Time the marker INSERT took, including any wait on another transaction's claim.",
+    ["consumer"],
+    buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+)
+RETRIES = Counter("eo_consumer_retries", "Whole-transaction retries, by cause.", ["consumer", "cause"])
+ROLLBACKS = Counter("eo_consumer_rollbacks", "Transactions rolled back.", ["consumer"])
+DEAD_LETTERS = Counter(
+    "eo_consumer_dead_letters", "Messages sent to the dead-letter topic.", ["consumer", "reason"]
+)
+STRATEGY = Gauge(
+    "eo_consumer_strategy_info",
+    "1 for the strategy a consumer runs; anything but `correct` is a deliberate teaching mistake.",
+    ["consumer", "strategy"],
+)
+OLDEST_UNACKNOWLEDGED_SECONDS = Gauge(
+    "eo_consumer_oldest_unacknowledged_seconds",
+    "Age of the oldest message received but not yet acknowledged (0 when none).",
+    ["consumer"],
+)
+
+
+def precreate(consumer: str, strategy: str, event_types: Iterable[str]) -> None:
+    """Create every outcome series at zero, so no dashboard panel starts empty."""
+    STRATEGY.labels(consumer, strategy).set(1)
+    for event_type in event_types:
+        for outcome in Outcome:
+            OUTCOMES.labels(consumer, event_type, outcome.value, strategy)
+    TRANSACTION_SECONDS.labels(consumer)
+    CLAIM_WAIT_SECONDS.labels(consumer)
+    ROLLBACKS.labels(consumer)
+    OLDEST_UNACKNOWLEDGED_SECONDS.labels(consumer).set(0)

@@ -1,0 +1,27 @@
+"""What became of one delivery to one consumer."""
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    APPLIED = "applied"
+    """The marker was claimed and the business change committed with it."""
+    DUPLICATE = "duplicate"
+    """The marker already existed: this consumer had committed this message before."""
+    RETRYABLE_FAILURE = "retryable_failure"
+    """The attempt rolled back and will be tried again; nothing was acknowledged."""
+    TERMINAL_FAILURE = "terminal_failure"
+    """No retry can help: the message went to the dead-letter topic with its reason."""
+
+
+class Strategy(StrEnum):
+    """How a consumer deduplicates. Only `correct` is safe; the others are teaching mistakes."""
+
+    CORRECT = "correct"
+    CHECK_THEN_ACT = "check_then_act"
+    MARKER_BEFORE_IN_SEPARATE_TXN = "marker_before_in_separate_txn"
+    MARKER_AFTER_IN_SEPARATE_TXN = "marker_after_in_separate_txn"
+    ACK_BEFORE_COMMIT = "ack_before_commit"
+    MEMORY_DEDUP_ONLY = "memory_dedup_only"
+    MESSAGE_ID_ONLY_KEY = "message_id_only_key"
+    NO_DEDUP = "no_dedup"

@@ -1,0 +1,99 @@
+"""Fixtures for the runtime's integration tests: a database of their own, topics of their own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from infra.launcher.kafka_broker import ensure_topics
+from services import idempotent_consumer
+from services.idempotent_consumer.faults import FaultPoints
+from services.idempotent_consumer.processor import (
+    BulkHandler,
+    Handler,
+    MessageProcessor,
+    ProcessorConfig,
+)
+from services.settings import Settings, with_credentials
+from tests.support.ledger import SCHEMA
+
+RUNTIME_TESTS_DATABASE = "runtime_tests"
+
+
+@pytest.fixture(scope="session")
+def runtime_db(settings: Settings) -> str:
+    """The URL of a database holding the runtime's tables and the test domain's."""
+    admin_url = settings.admin_database_url
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        exists = admin.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (RUNTIME_TESTS_DATABASE,)
+        ).fetchone()
+        if not exists:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(RUNTIME_TESTS_DATABASE)))
+    parts = urlsplit(admin_url)
+    url = with_credentials(
+        admin_url, parts.username or "postgres", parts.password or "", RUNTIME_TESTS_DATABASE
+    )
+    with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
+        connection.execute("SELECT pg_advisory_xact_lock(7301002)")
+        for migration in sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")):
+            connection.execute(migration.read_text())
+        connection.execute(SCHEMA)
+    return url
+
+
+@pytest.fixture
+def name() -> str:
+    """A consumer name no other test uses."""
+    return f"test-consumer-{uuid.uuid4().hex[:10]}-v1"
+
+
+@dataclass
+class Topics:
+    events: str
+    dead_letters: str
+
+
+@pytest.fixture
+def topics(settings: Settings) -> Topics:
+    run = uuid.uuid4().hex[:10]
+    created = Topics(f"test.events.{run}", f"test.dlq.{run}")
+    ensure_topics(settings.kafka_bootstrap_servers, (created.events, created.dead_letters))
+    return created
+
+
+ProcessorFactory = Callable[..., MessageProcessor]
+
+
+@pytest.fixture
+def make_processor(runtime_db: str) -> Iterator[ProcessorFactory]:
+    """Builds processors on their own connections; closes them after the test."""
+    made: list[MessageProcessor] = []
+
+    def make(
+        consumer_name: str,
+        handlers: dict[str, Handler],
+        faults: FaultPoints | None = None,
+        bulk_handlers: dict[str, BulkHandler] | None = None,
+        **config: Any,
+    ) -> MessageProcessor:
+        processor = MessageProcessor(
+            ProcessorConfig(consumer_name=consumer_name, backoff_base_seconds=0.001, **config),
+            connect=lambda: psycopg.connect(runtime_db),
+            handlers=handlers,
+            faults=faults,
+            bulk_handlers=bulk_handlers,
+        )
+        made.append(processor)
+        return processor
+
+    yield make
+    for processor in made:
+        processor.close()

@@ -1,0 +1,136 @@
+"""Real processes, really crashed at named fault points, and real redeliveries from Kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from services.idempotent_consumer.envelope import Envelope
+from services.idempotent_consumer.faults import CRASH_EXIT_CODE
+from services.settings import Settings
+from tests.integration.conftest import Topics
+from tests.support.consumer_process import ConsumerProcess
+from tests.support.ledger import entry, ledger_rows, markers
+from tests.support.waiting import wait_for
+
+
+def publish(settings: Settings, topic: str, *events: Envelope) -> None:
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers, "acks": "all"})
+    for event in events:
+        producer.produce(topic, key=event.key, value=event.to_json())
+    assert producer.flush(30) == 0
+
+
+@pytest.fixture
+def consumer_processes() -> Iterator[list[ConsumerProcess]]:
+    started: list[ConsumerProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def _process(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    started: list[ConsumerProcess],
+    **environment: str,
+) -> ConsumerProcess:
+    process = ConsumerProcess(
+        name, topics.events, topics.dead_letters, runtime_db, settings.kafka_bootstrap_servers, environment
+    )
+    started.append(process)
+    return process.start()
+
+
+def test_a_crash_after_commit_before_ack_is_redelivered_by_kafka_and_counted_as_duplicate(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    consumer_processes: list[ConsumerProcess],
+) -> None:
+    event, sentinel = entry("order-7"), entry("order-7")  # same key: same partition, in order
+    publish(settings, topics.events, event, sentinel)
+
+    crashing = _process(
+        settings, runtime_db, name, topics, consumer_processes, EO_FAULTS="after_commit_before_ack=crash"
+    )
+    assert crashing.wait(60) == CRASH_EXIT_CODE, crashing.output
+    assert ledger_rows(runtime_db, name, event.message_id) == 1  # committed before the crash
+    assert crashing.outcomes_for(event.message_id) == ["applied"]
+
+    restarted = _process(settings, runtime_db, name, topics, consumer_processes)
+    wait_for(
+        lambda: ledger_rows(runtime_db, name, sentinel.message_id) == 1,
+        60,
+        "the restarted consumer to reach the message after the redelivered one",
+    )
+    assert restarted.stop() == 0, restarted.output
+    assert restarted.outcomes_for(event.message_id) == ["duplicate"]
+    assert ledger_rows(runtime_db, name, event.message_id) == 1
+    assert markers(runtime_db, name, event.message_id) == 1
+
+
+@pytest.mark.parametrize(("strategy", "effects"), [("ack_before_commit", 0), ("correct", 1)])
+def test_a_crash_before_commit_loses_the_message_only_when_it_was_acknowledged_first(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    consumer_processes: list[ConsumerProcess],
+    strategy: str,
+    effects: int,
+) -> None:
+    event, sentinel = entry("order-8"), entry("order-8")
+    publish(settings, topics.events, event, sentinel)
+
+    crashing = _process(
+        settings,
+        runtime_db,
+        name,
+        topics,
+        consumer_processes,
+        EO_FAULTS="before_commit=crash",
+        CONSUMER_STRATEGY=strategy,
+    )
+    assert crashing.wait(60) == CRASH_EXIT_CODE, crashing.output
+    assert ledger_rows(runtime_db, name, event.message_id) == 0  # the transaction never committed
+
+    restarted = _process(settings, runtime_db, name, topics, consumer_processes, CONSUMER_STRATEGY=strategy)
+    wait_for(
+        lambda: ledger_rows(runtime_db, name, sentinel.message_id) == 1,
+        60,
+        "the restarted consumer to apply the next message",
+    )
+    assert restarted.stop() == 0
+    assert ledger_rows(runtime_db, name, event.message_id) == effects
+    if strategy == "ack_before_commit":
+        assert "TEACHING STRATEGY ACK_BEFORE_COMMIT IS ACTIVE" in restarted.output
+
+
+def test_sigterm_finishes_the_work_in_hand_and_exits_cleanly(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    consumer_processes: list[ConsumerProcess],
+) -> None:
+    events = [entry(f"order-{n}") for n in range(10)]
+    publish(settings, topics.events, *events)
+    running = _process(settings, runtime_db, name, topics, consumer_processes)
+    wait_for(lambda: ledger_rows(runtime_db, name) == 10, 60, "all ten messages to apply")
+    assert running.stop() == 0, running.output
+    stopped = [e for e in running.log_entries() if e["message"].startswith("stopped after")]
+    assert stopped and "acknowledging 10 deliveries" in stopped[0]["message"]
+
+    # Offsets were committed on the way out: a new member redelivers nothing.
+    again = _process(settings, runtime_db, name, topics, consumer_processes)
+    sentinel = entry("order-after")
+    publish(settings, topics.events, sentinel)
+    wait_for(lambda: ledger_rows(runtime_db, name, sentinel.message_id) == 1, 60, "the sentinel")
+    assert again.stop() == 0
+    assert not [e for e in again.log_entries() if e.get("outcome") == "duplicate"]

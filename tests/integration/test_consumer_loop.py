@@ -1,0 +1,134 @@
+"""The Kafka loop in this process: poison messages dead-lettered with their reason while the
+consumer keeps going, and batched mode end to end through the broker."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from confluent_kafka import Consumer, Message, Producer
+
+from services.idempotent_consumer import runner
+from services.idempotent_consumer.consumer_loop import ConsumerLoop
+from services.idempotent_consumer.dead_letters import dead_letter_headers
+from services.idempotent_consumer.envelope import MAX_BODY_BYTES, Envelope
+from services.settings import Settings
+from tests.integration.conftest import Topics
+from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
+
+
+def _loop(
+    settings: Settings, runtime_db: str, name: str, topics: Topics, **overrides: object
+) -> ConsumerLoop:
+    consumer_settings = runner.ConsumerSettings(
+        DATABASE_URL=runtime_db,
+        KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
+        **overrides,  # type: ignore[arg-type]
+    )
+    return runner.build(
+        name,
+        (topics.events,),
+        {LEDGER_ENTRY: ledger_handler(name)},
+        consumer_settings,
+        dead_letter_topic=topics.dead_letters,
+    )
+
+
+def _run_until(loop: ConsumerLoop, condition: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    loop.run(until=lambda: condition() or time.monotonic() > deadline)
+    assert condition(), "the consumer did not get there in time"
+
+
+def _read_all(settings: Settings, topic: str, count: int, timeout: float = 30) -> list[Message]:
+    reader = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    reader.subscribe([topic])
+    found: list[Message] = []
+    deadline = time.monotonic() + timeout
+    while len(found) < count and time.monotonic() < deadline:
+        message = reader.poll(0.5)
+        if message is not None and message.error() is None:
+            found.append(message)
+    reader.close()
+    return found
+
+
+def test_every_kind_of_poison_is_dead_lettered_with_its_reason_and_the_consumer_keeps_going(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+) -> None:
+    valid = json.loads(entry("order-1").to_json())
+
+    def body(**changes: object) -> bytes:
+        return json.dumps({**valid, "message_id": str(uuid.uuid4()), **changes}).encode()
+
+    old = Envelope(
+        message_id=str(uuid.uuid4()),
+        type=LEDGER_ENTRY,
+        key="order-1",
+        payload={},
+        occurred_at=datetime.now(UTC) - timedelta(days=400),
+    )
+    poison = {
+        "undecodable": b"\xff\xfe not json",
+        "missing_message_id": json.dumps({k: v for k, v in valid.items() if k != "message_id"}).encode(),
+        "unknown_type": body(type="NoSuchEvent"),
+        "oversized": body(payload={"blob": "x" * MAX_BODY_BYTES}),
+        "invalid_message_id": body(message_id="evil\x00'); DROP TABLE ledger; --"),
+        "invalid_occurred_at": body(occurred_at="yesterday"),
+        "beyond_dedup_horizon": old.to_json(),
+    }
+    producer = Producer(
+        {"bootstrap.servers": settings.kafka_bootstrap_servers, "message.max.bytes": 2 * MAX_BODY_BYTES}
+    )
+    for raw in poison.values():
+        producer.produce(topics.events, key=b"order-1", value=raw)
+    last = entry("order-1")
+    producer.produce(topics.events, key=b"order-1", value=last.to_json())
+    assert producer.flush(30) == 0
+
+    loop = _loop(settings, runtime_db, name, topics)
+    _run_until(loop, lambda: ledger_rows(runtime_db, name, last.message_id) == 1)
+
+    dead = _read_all(settings, topics.dead_letters, len(poison))
+    reasons = {dead_letter_headers(m)["reason"]: m for m in dead}
+    assert set(reasons) == set(poison)
+    for reason, raw in poison.items():
+        letter = reasons[reason]
+        headers = dead_letter_headers(letter)
+        assert letter.value() == raw, "the original bytes are kept for a re-drive"
+        assert headers["original-topic"] == topics.events
+        assert headers["consumer"] == name
+        assert headers["error"]
+    assert dead_letter_headers(reasons["beyond_dedup_horizon"])["message-id"] == old.message_id
+    assert ledger_rows(runtime_db, name) == 1
+
+
+def test_batched_mode_through_kafka_applies_each_once_and_dead_letters_the_failure(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+) -> None:
+    events = [entry(f"order-{n % 5}", fail=(n == 42)) for n in range(200)]
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers, "linger.ms": 5})
+    for event in [*events, *events[:30]]:  # the first 30 twice: redeliveries
+        producer.produce(topics.events, key=event.key, value=event.to_json())
+    assert producer.flush(30) == 0
+
+    loop = _loop(settings, runtime_db, name, topics, CONSUMER_BATCH_SIZE=50)
+    _run_until(loop, lambda: loop.handled >= 230)
+    assert ledger_rows(runtime_db, name) == 199
+    dead = _read_all(settings, topics.dead_letters, 1)
+    assert [dead_letter_headers(m)["message-id"] for m in dead] == [events[42].message_id]

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from services.idempotent_consumer.envelope import MAX_BODY_BYTES, Envelope, PoisonMessage, decode
+
+
+def _body(**changes: object) -> bytes:
+    base = json.loads(Envelope.new("OrderPlaced", "order-1", {"sku": "a"}).to_json())
+    base.update(changes)
+    return json.dumps({k: v for k, v in base.items() if v is not ...}).encode()
+
+
+def test_an_envelope_survives_a_round_trip() -> None:
+    event = Envelope.new("OrderPlaced", "order-1", {"sku": "a", "quantity": 2}, trace_id="t-1")
+    assert decode(event.to_json()) == event
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (None, "empty_body"),
+        (b"", "empty_body"),
+        (b"\xff\xfe", "undecodable"),
+        (b"[1, 2]", "undecodable"),
+        (b"x" * (MAX_BODY_BYTES + 1), "oversized"),
+        (_body(message_id=...), "missing_message_id"),
+        (_body(message_id=""), "missing_message_id"),
+        (_body(message_id=42), "invalid_message_id"),
+        (_body(message_id="m" * 256), "invalid_message_id"),
+        (_body(message_id="a\x00b"), "invalid_message_id"),
+        (_body(type=...), "invalid_type"),
+        (_body(key="line\nbreak"), "invalid_key"),
+        (_body(version=0), "invalid_version"),
+        (_body(version=True), "invalid_version"),
+        (_body(occurred_at="2026-01-01T00:00:00"), "invalid_occurred_at"),
+        (_body(occurred_at="soon"), "invalid_occurred_at"),
+        (_body(trace_id=7), "invalid_trace_id"),
+        (_body(payload=[1]), "invalid_payload"),
+    ],
+)
+def test_bad_input_is_refused_with_its_reason(raw: bytes | None, reason: str) -> None:
+    with pytest.raises(PoisonMessage) as refused:
+        decode(raw)
+    assert refused.value.reason == reason
+
+
+def test_a_refusal_after_the_id_was_read_names_the_message() -> None:
+    message_id = str(uuid.uuid4())
+    with pytest.raises(PoisonMessage) as refused:
+        decode(_body(message_id=message_id, version="two"))
+    assert refused.value.message_id == message_id
+
+
+def test_a_hostile_but_valid_string_is_kept_as_data() -> None:
+    hostile = "'); DROP TABLE processed_message; -- <script>"
+    assert decode(_body(message_id=hostile)).message_id == hostile
