@@ -73,12 +73,14 @@ class ConsumerLoop:
         processor: MessageProcessor,
         dead_letters: DeadLetterPublisher,
         consumer_factory: Callable[[dict[str, Any]], Consumer] = Consumer,
+        on_close: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.processor = processor
         self.dead_letters = dead_letters
         self.name = processor.config.consumer_name
         self._consumer = consumer_factory(config.consumer_settings(self.name))
+        self._on_close = on_close
         self._stopping = False
         self._retry_round = 0
         self.handled = 0
@@ -106,6 +108,7 @@ class ConsumerLoop:
         finally:
             self._consumer.close()
             self.processor.close()
+            self._on_close()
 
     # Rebalances -----------------------------------------------------------------------------
 

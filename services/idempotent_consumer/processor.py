@@ -116,11 +116,13 @@ class MessageProcessor:
         handlers: Mapping[str, Handler],
         faults: FaultPoints | None = None,
         bulk_handlers: Mapping[str, BulkHandler] | None = None,
+        release: Callable[[Connection], None] = lambda connection: connection.close(),
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config
         self._connect = connect
+        self._release = release
         self._connection: Connection | None = None
         self.handlers = dict(handlers)
         self.bulk_handlers = dict(bulk_handlers or {})
@@ -129,7 +131,8 @@ class MessageProcessor:
         self._clock = clock
         self._seen_in_memory: set[str] = set()
         self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
-        self._labels = (config.consumer_name, config.strategy.value)
+        self._transaction_seconds = metrics.TRANSACTION_SECONDS.labels(config.consumer_name)
+        self._claim_wait_seconds = metrics.CLAIM_WAIT_SECONDS.labels(config.consumer_name)
         metrics.precreate(config.consumer_name, config.strategy.value, self.handlers)
         if config.strategy is not Strategy.CORRECT:
             log.warning(
@@ -144,6 +147,7 @@ class MessageProcessor:
     @property
     def connection(self) -> Connection:
         if self._connection is None or self._connection.closed:
+            self.close()
             connection = self._connect()
             # Not autocommit: the first statement opens the transaction without a round trip
             # of its own, and _transaction() ends it with COMMIT or ROLLBACK.
@@ -167,9 +171,10 @@ class MessageProcessor:
         connection.commit()
 
     def close(self) -> None:
+        """Give the connection back (to its pool, which replaces it if it is broken)."""
         if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+            connection, self._connection = self._connection, None
+            self._release(connection)
 
     # One message ----------------------------------------------------------------------------
 
@@ -198,9 +203,7 @@ class MessageProcessor:
                 metrics.RETRIES.labels(self.config.consumer_name, "handler_error").inc()
                 self._backoff(handler_attempts)
                 continue
-            metrics.TRANSACTION_SECONDS.labels(self.config.consumer_name).observe(
-                time.perf_counter() - started
-            )
+            self._transaction_seconds.observe(time.perf_counter() - started)
             self.record(event, outcome)
             return outcome
 
@@ -220,7 +223,7 @@ class MessageProcessor:
     def _claim(self, connection: Connection, consumer_name: str, message_id: str) -> bool:
         started = time.perf_counter()
         row = connection.execute(CLAIM, (consumer_name, message_id)).fetchone()
-        metrics.CLAIM_WAIT_SECONDS.labels(self.config.consumer_name).observe(time.perf_counter() - started)
+        self._claim_wait_seconds.observe(time.perf_counter() - started)
         return row is not None
 
     def _run(self, event: Envelope, handler: Handler) -> Outcome:
@@ -327,7 +330,7 @@ class MessageProcessor:
                 extra={"consumer": self.config.consumer_name},
             )
             return self._one_at_a_time(events)
-        metrics.TRANSACTION_SECONDS.labels(self.config.consumer_name).observe(time.perf_counter() - started)
+        self._transaction_seconds.observe(time.perf_counter() - started)
         for event, outcome in zip(events, outcomes, strict=True):
             self.record(event, outcome)
         return BatchResult(list(outcomes))

@@ -7,10 +7,15 @@ messages older than it (dead-lettered as beyond the dedup horizon): their marker
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import psycopg
+
+log = logging.getLogger(__name__)
 
 PURGE = """
 DELETE FROM processed_message
@@ -41,3 +46,49 @@ def purge_markers(
         total += deleted
         if deleted < batch_size:
             return total
+
+
+class MarkerPurger:
+    """Purges one consumer's expired markers every `interval`, on a connection of its own."""
+
+    def __init__(
+        self,
+        connect: Callable[[], psycopg.Connection[Any]],
+        consumer_name: str,
+        horizon: timedelta,
+        interval: timedelta,
+        batch_size: int = 1000,
+    ) -> None:
+        self._connect = connect
+        self._consumer_name = consumer_name
+        self._horizon = horizon
+        self._interval = interval.total_seconds()
+        self._batch_size = batch_size
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"purge-{consumer_name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._interval):
+            try:
+                with self._connect() as connection:
+                    connection.autocommit = True
+                    purged = purge_markers(connection, self._horizon, self._batch_size, self._consumer_name)
+                if purged:
+                    log.info(
+                        "purged %d markers older than %s",
+                        purged,
+                        self._horizon,
+                        extra={"consumer": self._consumer_name},
+                    )
+            except psycopg.Error as error:
+                log.warning(
+                    "marker purge failed, will try again: %s", error, extra={"consumer": self._consumer_name}
+                )

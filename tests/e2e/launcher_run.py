@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import uuid
@@ -12,12 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.settings import PROJECT_ROOT, Settings
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.support.network import free_port
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 
@@ -13,6 +14,7 @@ from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.consumer_process import ConsumerProcess
 from tests.support.ledger import entry, ledger_rows, markers
+from tests.support.network import free_port
 from tests.support.waiting import wait_for
 
 
@@ -112,18 +114,48 @@ def test_a_crash_before_commit_loses_the_message_only_when_it_was_acknowledged_f
         assert "TEACHING STRATEGY ACK_BEFORE_COMMIT IS ACTIVE" in restarted.output
 
 
-def test_sigterm_finishes_the_work_in_hand_and_exits_cleanly(
+def test_a_crash_armed_through_the_control_endpoint_really_ends_the_process(
     settings: Settings,
     runtime_db: str,
     name: str,
     topics: Topics,
     consumer_processes: list[ConsumerProcess],
 ) -> None:
-    events = [entry(f"order-{n}") for n in range(10)]
+    port = free_port()
+    running = _process(settings, runtime_db, name, topics, consumer_processes, CONTROL_PORT=str(port))
+    control = f"http://127.0.0.1:{port}/faults"
+    wait_for(lambda: _answers(control), 30, "the control endpoint")
+    armed = httpx.post(control, json={"point": "after_commit_before_ack", "action": "crash"}, timeout=5)
+    assert armed.status_code == 200, armed.text
+    event = entry("order-9")
+    publish(settings, topics.events, event)
+    assert running.wait(60) == CRASH_EXIT_CODE, running.output
+    assert ledger_rows(runtime_db, name, event.message_id) == 1
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_sigterm_finishes_the_work_in_hand_and_exits_cleanly_logging_ids_but_no_payload(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    consumer_processes: list[ConsumerProcess],
+) -> None:
+    events = [entry(f"order-{n}", card_number=f"4111-1111-1111-{n:04}") for n in range(10)]
     publish(settings, topics.events, *events)
     running = _process(settings, runtime_db, name, topics, consumer_processes)
     wait_for(lambda: ledger_rows(runtime_db, name) == 10, 60, "all ten messages to apply")
     assert running.stop() == 0, running.output
+    assert "4111-1111" not in running.output, "a payload reached the logs"
+    applied = [e for e in running.log_entries() if e.get("outcome") == "applied"]
+    assert {e["message_id"] for e in applied} == {event.message_id for event in events}
+    assert all(e["consumer"] == name and e["event_type"] and e["trace_id"] for e in applied)
     stopped = [e for e in running.log_entries() if e["message"].startswith("stopped after")]
     assert stopped and "acknowledging 10 deliveries" in stopped[0]["message"]
 

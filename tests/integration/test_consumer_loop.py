@@ -4,12 +4,15 @@ consumer keeps going, and batched mode end to end through the broker."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
-from confluent_kafka import Consumer, Message, Producer
+import psycopg
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from prometheus_client import REGISTRY
 
 from services.idempotent_consumer import runner
 from services.idempotent_consumer.consumer_loop import ConsumerLoop
@@ -18,10 +21,16 @@ from services.idempotent_consumer.envelope import MAX_BODY_BYTES, Envelope
 from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
+from tests.support.waiting import wait_for
 
 
 def _loop(
-    settings: Settings, runtime_db: str, name: str, topics: Topics, **overrides: object
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    kafka: Mapping[str, object] | None = None,
+    **overrides: object,
 ) -> ConsumerLoop:
     consumer_settings = runner.ConsumerSettings(
         DATABASE_URL=runtime_db,
@@ -34,6 +43,7 @@ def _loop(
         {LEDGER_ENTRY: ledger_handler(name)},
         consumer_settings,
         dead_letter_topic=topics.dead_letters,
+        kafka=kafka,
     )
 
 
@@ -132,3 +142,86 @@ def test_batched_mode_through_kafka_applies_each_once_and_dead_letters_the_failu
     assert ledger_rows(runtime_db, name) == 199
     dead = _read_all(settings, topics.dead_letters, 1)
     assert [dead_letter_headers(m)["message-id"] for m in dead] == [events[42].message_id]
+
+
+def test_a_connection_killed_mid_transaction_is_replaced_and_nothing_is_lost_or_doubled(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+) -> None:
+    events = [entry(f"order-{n}") for n in range(20)]
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    for event in events:
+        producer.produce(topics.events, key=event.key, value=event.to_json())
+    assert producer.flush(30) == 0
+
+    loop = _loop(settings, runtime_db, name, topics)
+    killed: list[int] = []
+
+    def kill_my_connection(_point: str) -> None:
+        pid = loop.processor.connection.info.backend_pid
+        with psycopg.connect(runtime_db, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        killed.append(pid)
+
+    loop.processor.faults.arm("after_claim", kill_my_connection, times=3)
+    _run_until(loop, lambda: ledger_rows(runtime_db, name) == 20 and loop.handled >= 20)
+    assert len(killed) == 3
+    assert ledger_rows(runtime_db, name) == 20
+    for event in events:
+        assert ledger_rows(runtime_db, name, event.message_id) == 1
+    assert (
+        REGISTRY.get_sample_value(
+            "eo_consumer_dead_letters_total", {"consumer": name, "reason": "handler_failed"}
+        )
+        is None
+    )
+
+
+def test_commit_on_revoke_hands_the_partitions_over_with_their_offsets(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+) -> None:
+    events = [entry(f"order-{n}") for n in range(30)]
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    for event in events:
+        producer.produce(topics.events, key=event.key, value=event.to_json())
+    assert producer.flush(30) == 0
+
+    # No background commits: only the revoke (or a close) may commit what is stored.
+    never = {"auto.commit.interval.ms": 3_600_000}
+    first = _loop(settings, runtime_db, name, topics, kafka=never)
+    stop = threading.Event()
+    runner_thread = threading.Thread(target=first.run, kwargs={"until": stop.is_set})
+    runner_thread.start()
+    second = None
+    try:
+        wait_for(lambda: first.handled == 30, 60, "the first member to handle everything")
+        assert _committed_total(settings, name, topics.events) == 0
+        second = _loop(settings, runtime_db, name, topics, kafka=never)
+        second_thread = threading.Thread(target=second.run, kwargs={"until": stop.is_set})
+        second_thread.start()
+        wait_for(
+            lambda: _committed_total(settings, name, topics.events) == 30,
+            60,
+            "the revoke to commit the stored offsets",
+        )
+    finally:
+        stop.set()
+        runner_thread.join(30)
+        if second is not None:
+            second_thread.join(30)
+    assert ledger_rows(runtime_db, name) == 30
+    assert second is not None and second.handled == 0  # nothing was handed over twice
+
+
+def _committed_total(settings: Settings, group: str, topic: str) -> int:
+    checker = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": group})
+    try:
+        committed = checker.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+    finally:
+        checker.close()
+    return sum(max(tp.offset, 0) for tp in committed)

@@ -7,7 +7,8 @@ from datetime import timedelta
 
 import psycopg
 
-from services.idempotent_consumer.retention import purge_markers
+from services.idempotent_consumer.retention import MarkerPurger, purge_markers
+from tests.support.waiting import wait_for
 
 
 def _backdated_markers(url: str, consumer: str, count: int, days_old: int) -> list[str]:
@@ -53,3 +54,16 @@ def test_a_purge_skips_a_marker_another_transaction_holds_instead_of_waiting(
             assert purge_markers(purger, timedelta(days=30), batch_size=3, consumer_name=name) == 9
         holder.rollback()
     assert _count(runtime_db, name) == 1
+
+
+def test_the_purger_thread_purges_expired_markers_on_its_own(runtime_db: str, name: str) -> None:
+    _backdated_markers(runtime_db, name, 20, days_old=40)
+    fresh = _backdated_markers(runtime_db, name, 5, days_old=1)
+    purger = MarkerPurger(
+        lambda: psycopg.connect(runtime_db), name, timedelta(days=30), interval=timedelta(milliseconds=50)
+    )
+    purger.start()
+    try:
+        wait_for(lambda: _count(runtime_db, name) == len(fresh), 30, "the purger's first round")
+    finally:
+        purger.stop()
