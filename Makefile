@@ -98,5 +98,5 @@ clean-state: venv ## Stop the native stack and delete its data (databases, topic
 	@rm -rf "$$($(PY) -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')"
 	@echo "native state removed"
 
-bench: venv ## Benchmarks (not timed tests): consumer throughput per strategy and batch size
-	$(PY) -m benchmarks.consumer_throughput
+bench: venv ## Benchmarks (not timed tests): consumer rates per strategy and batch size, relay throughput and latency
+	$(PY) -m benchmarks

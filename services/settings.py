@@ -15,7 +15,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.topology import AUDITOR_ROLE, ServiceDatabase
+from services.topology import AUDITOR_ROLE, RELAY_ROLE, ServiceDatabase
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +61,8 @@ class Settings(BaseSettings):
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080
+    OUTBOX_RELAY_CONTROL_PORT: int = 9101
+    """The relay's /metrics and /faults."""
 
     ORDERS_DB_PASSWORD: str = "orders" + DEVELOPMENT_PASSWORD_SUFFIX
     INVENTORY_DB_PASSWORD: str = "inventory" + DEVELOPMENT_PASSWORD_SUFFIX
@@ -69,6 +71,7 @@ class Settings(BaseSettings):
     PAYMENT_PROVIDER_DB_PASSWORD: str = "payment_provider" + DEVELOPMENT_PASSWORD_SUFFIX
     MAIL_DB_PASSWORD: str = "mail" + DEVELOPMENT_PASSWORD_SUFFIX
     AUDITOR_DB_PASSWORD: str = "auditor" + DEVELOPMENT_PASSWORD_SUFFIX
+    OUTBOX_RELAY_DB_PASSWORD: str = "outbox_relay" + DEVELOPMENT_PASSWORD_SUFFIX
 
     EO_STATE_DIR: Path = Field(default_factory=_default_state_dir)
     """Data, logs and sockets of the native run (PostgreSQL data, Kafka log dirs, supervisor)."""
@@ -127,6 +130,12 @@ class Settings(BaseSettings):
         """The read-only auditor's URL for one service database."""
         return with_credentials(
             self.admin_database_url, AUDITOR_ROLE, self.AUDITOR_DB_PASSWORD, database.name
+        )
+
+    def relay_database_url(self, database: ServiceDatabase) -> str:
+        """The outbox relay's URL for one service database."""
+        return with_credentials(
+            self.admin_database_url, RELAY_ROLE, self.OUTBOX_RELAY_DB_PASSWORD, database.name
         )
 
     @property

@@ -72,6 +72,8 @@ CONSUMERS: tuple[Consumer, ...] = (
 
 AUDITOR_ROLE = "auditor"
 """A read-only role that may connect to every service database: the auditor's and the panel's."""
+RELAY_ROLE = "outbox_relay"
+"""The shared relay's role: it may read, mark and purge the outbox of every service database."""
 
 
 def all_topics() -> tuple[str, ...]:

@@ -6,17 +6,19 @@ holds the two together.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from infra.launcher import kafka_broker, postgres_cluster
 from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from services.topology import AUDITOR_ROLE
+from services.topology import AUDITOR_ROLE, DATABASES
 
 POSTGRES = "postgres"
 KAFKA = "kafka"
 CHAOS_PANEL = "chaos-panel"
+OUTBOX_RELAY = "outbox-relay"
 
 
 def postgres_program(settings: Settings, bindir: Path) -> Program:
@@ -68,5 +70,20 @@ def platform_programs(settings: Settings) -> list[Program]:
             ports=(settings.CHAOS_PANEL_PORT,),
             health_url=f"{settings.chaos_panel_url}/healthz",
             urls={"Chaos panel": settings.chaos_panel_url},
+        ),
+        Program(
+            name=OUTBOX_RELAY,
+            command=[sys.executable, "-m", "outbox_relay"],
+            environment={
+                **_python_environment(settings),
+                "OUTBOX_DATABASE_URLS": json.dumps(
+                    {db.name: settings.relay_database_url(db) for db in DATABASES if db.runs_consumer_runtime}
+                ),
+                "CONTROL_HOST": "127.0.0.1",
+                "CONTROL_PORT": str(settings.OUTBOX_RELAY_CONTROL_PORT),
+            },
+            ports=(settings.OUTBOX_RELAY_CONTROL_PORT,),
+            health_url=f"http://127.0.0.1:{settings.OUTBOX_RELAY_CONTROL_PORT}/metrics",
+            urls={"Outbox relay metrics": f"http://127.0.0.1:{settings.OUTBOX_RELAY_CONTROL_PORT}/metrics"},
         ),
     ]

@@ -17,7 +17,7 @@ from psycopg import sql
 from infra.launcher.errors import LaunchError
 from services import idempotent_consumer
 from services.settings import PROJECT_ROOT, Settings, redact
-from services.topology import AUDITOR_ROLE, DATABASES, ServiceDatabase
+from services.topology import AUDITOR_ROLE, DATABASES, RELAY_ROLE, ServiceDatabase
 
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 PROVISIONING_LOCK = 7_301_001  # pg_advisory_lock key shared by every launcher
@@ -69,6 +69,8 @@ def _ensure_database(admin: psycopg.Connection, database: ServiceDatabase) -> No
     # Only the service's own role (and the read-only auditor) may connect to its database.
     admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(name))
     admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(name, sql.Identifier(AUDITOR_ROLE)))
+    if database.runs_consumer_runtime:
+        admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(name, sql.Identifier(RELAY_ROLE)))
 
 
 def apply_migrations(url: str, database: ServiceDatabase) -> list[str]:
@@ -118,6 +120,7 @@ def provision(settings: Settings, say: Callable[[str], None]) -> None:
             admin.execute("SELECT pg_advisory_lock(%s)", (PROVISIONING_LOCK,))
             try:
                 _ensure_role(admin, AUDITOR_ROLE, settings.AUDITOR_DB_PASSWORD)
+                _ensure_role(admin, RELAY_ROLE, settings.OUTBOX_RELAY_DB_PASSWORD)
                 for database in DATABASES:
                     _ensure_role(admin, database.role, settings.database_password(database))
                     _ensure_database(admin, database)

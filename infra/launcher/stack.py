@@ -55,6 +55,7 @@ def _port_variable(program: Program, port: int) -> str:
         processes.POSTGRES: "POSTGRES_PORT",
         processes.KAFKA: "KAFKA_PORT or KAFKA_CONTROLLER_PORT",
         processes.CHAOS_PANEL: "CHAOS_PANEL_PORT",
+        processes.OUTBOX_RELAY: "OUTBOX_RELAY_CONTROL_PORT",
     }
     return names.get(program.name, f"the port setting of {program.name}")
 

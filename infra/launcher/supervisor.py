@@ -47,6 +47,23 @@ def _escape(value: str) -> str:
     return value.replace("%", "%%")
 
 
+def _quote_value(key: str, value: str) -> str:
+    """Quote for supervisord's KEY="v",K2='v2' parser, which knows quotes but no escapes."""
+    if value[:1] in "'\"" or value[-1:] in "'\"":
+        raise LaunchError(
+            f"the value of {key} starts or ends with a quote, which supervisord would drop",
+            f"change {key} so that it does not",
+        )
+    if '"' not in value:
+        return f'"{value}"'
+    if "'" not in value:
+        return f"'{value}'"
+    raise LaunchError(
+        f"the value of {key} holds both kinds of quote, which supervisord cannot pass on",
+        f"change {key} to use at most one kind of quote",
+    )
+
+
 def render_config(state_dir: Path, programs: list[Program]) -> str:
     """The supervisord.conf for these programs; none starts until the launcher asks."""
     sock, logs = socket_path(state_dir), state_dir / "logs"
@@ -73,8 +90,7 @@ def render_config(state_dir: Path, programs: list[Program]) -> str:
     ]
     for program in programs:
         environment = ",".join(
-            f'{key}="{_escape(value).replace(chr(34), chr(92) + chr(34))}"'
-            for key, value in sorted(program.environment.items())
+            f"{key}={_quote_value(key, _escape(value))}" for key, value in sorted(program.environment.items())
         )
         lines += [
             f"[program:{program.name}]",
@@ -142,13 +158,20 @@ class Supervisor:
             return
         socket_path(self.state_dir).unlink(missing_ok=True)
         supervisord = Path(sys.executable).parent / "supervisord"
-        subprocess.run(
-            [str(supervisord), "-c", str(config)],
-            check=True,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        start_log = self.state_dir / "logs" / "supervisord.start.log"
+        with start_log.open("wb") as errors:
+            started = subprocess.run(
+                [str(supervisord), "-c", str(config)],
+                check=False,
+                stdin=subprocess.DEVNULL,
+                stdout=errors,
+                stderr=errors,
+            )
+        if started.returncode != 0:
+            raise LaunchError(
+                f"supervisord refused to start: {start_log.read_text(errors='replace').strip()}",
+                f"fix what it says in {config} (written by the launcher from the settings)",
+            )
         deadline = time.monotonic() + 20
         while not self.is_running():
             if time.monotonic() > deadline:

@@ -86,8 +86,10 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve_control(faults: FaultPoints, host: str, port: int) -> WSGIServer:
+def serve_control(
+    faults: FaultPoints, host: str, port: int, points: tuple[str, ...] = RUNTIME_POINTS
+) -> WSGIServer:
     """Serve the control endpoint in a daemon thread; return the server (shutdown() stops it)."""
-    server = make_server(host, port, control_app(faults), handler_class=_QuietHandler)
+    server = make_server(host, port, control_app(faults, points), handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
     return server

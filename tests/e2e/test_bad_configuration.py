@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.launcher_run import LauncherRun
+from tests.support.launcher_run import LauncherRun
 from tests.support.network import free_port
 
 

@@ -4,6 +4,7 @@ leaving nothing behind. A stack of its own, so a running `make up` is never dist
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -12,8 +13,9 @@ import httpx
 import pytest
 
 from infra.launcher.preflight import port_is_free
+from infra.launcher.processes import platform_programs
 from infra.launcher.supervisor import Supervisor
-from tests.e2e.launcher_run import LauncherRun
+from tests.support.launcher_run import LauncherRun
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +36,8 @@ def test_up_brings_every_process_up_healthy_and_prints_the_urls(run: LauncherRun
 
     status = run.launcher("status")
     assert status.returncode == 0, status.stdout
-    for name in ("postgres", "kafka", "chaos-panel"):
-        assert f"{name}" in status.stdout
+    for name in ("postgres", "kafka", *(p.name for p in platform_programs(run.settings()))):
+        assert re.search(rf"^\s*{name}\s+RUNNING", status.stdout, re.M), status.stdout
     page = httpx.get(panel + "/", timeout=10)
     assert page.status_code == 200
     assert "Every part of the platform answers." in page.text

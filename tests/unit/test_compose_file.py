@@ -5,6 +5,7 @@ No Docker engine runs on these machines, so this is what can be checked of it he
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ def test_published_ports_default_to_the_native_ports(compose: dict[str, Any]) ->
         "postgres": ("POSTGRES_PORT", defaults.POSTGRES_PORT),
         "kafka": ("KAFKA_PORT", defaults.KAFKA_PORT),
         "chaos-panel": ("CHAOS_PANEL_PORT", defaults.CHAOS_PANEL_PORT),
+        "outbox-relay": ("OUTBOX_RELAY_CONTROL_PORT", defaults.OUTBOX_RELAY_CONTROL_PORT),
     }
     for service, (variable, port) in expected.items():
         published = compose["services"][service]["ports"][0]
@@ -80,6 +82,14 @@ def test_the_grafana_image_matches_the_pinned_dashboard_sdk(compose: dict[str, A
     sdk = re.search(r"grafana-foundation-sdk==\d+!(\d+\.\d+)\.\d+", pyproject)
     assert sdk
     assert compose["services"]["grafana"]["image"].startswith(f"grafana/grafana:{sdk.group(1)}.")
+
+
+def test_the_relay_serves_the_same_databases_in_both_paths(compose: dict[str, Any]) -> None:
+    native = next(p for p in _native_platform() if p.name == processes.OUTBOX_RELAY)
+    native_databases = set(json.loads(native.environment["OUTBOX_DATABASE_URLS"]))
+    compose_urls = compose["services"]["outbox-relay"]["environment"]["OUTBOX_DATABASE_URLS"]
+    compose_databases = set(json.loads(re.sub(r"\$\{[^}]*\}", "x", compose_urls)))
+    assert compose_databases == native_databases
 
 
 def test_every_setting_is_listed_in_env_example() -> None:

@@ -25,7 +25,13 @@ class LauncherRun:
     ports: dict[str, int] = field(
         default_factory=lambda: {
             name: free_port()
-            for name in ("POSTGRES_PORT", "KAFKA_PORT", "KAFKA_CONTROLLER_PORT", "CHAOS_PANEL_PORT")
+            for name in (
+                "POSTGRES_PORT",
+                "KAFKA_PORT",
+                "KAFKA_CONTROLLER_PORT",
+                "CHAOS_PANEL_PORT",
+                "OUTBOX_RELAY_CONTROL_PORT",
+            )
         }
     )
     overrides: dict[str, str] = field(default_factory=dict)
@@ -41,6 +47,16 @@ class LauncherRun:
         environment["EO_STATE_DIR"] = str(self.state_dir)
         environment.update(self.overrides)
         return environment
+
+    def settings(self) -> Settings:
+        """The settings the launched processes see."""
+        return Settings.model_validate(
+            {
+                **{k: v for k, v in self.environment.items() if k in Settings.model_fields},
+                "DATABASE_URL": None,
+                "KAFKA_BOOTSTRAP_SERVERS": None,
+            }
+        )
 
     def launcher(self, *arguments: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -1,0 +1,136 @@
+"""The relay's SQL: which rows to publish next, and how to record what the broker said.
+
+Per-key order with any number of relays: a relay publishes a key's rows only while it holds
+that key's transaction-scoped advisory lock (`pg_try_advisory_xact_lock`). Keys whose lock
+another relay holds are skipped, never waited for. The rows are read in a statement *after* the
+locks were taken, so that statement's snapshot sees everything the previous holder committed
+before it released the lock: no row is published by two relays at once, and within a key the
+rows go out in `position` order, stopping at the first row that is still backing off after a
+failure (the rows after it wait for it). The locks go with COMMIT, after the marks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+Connection = psycopg.Connection[Any]
+ADVISORY_LOCK_CLASS = 7301
+
+KEYS_WITH_WORK = """
+SELECT aggregate_key, max(position)
+  FROM (SELECT aggregate_key, position
+          FROM outbox
+         WHERE published_at IS NULL AND next_attempt_at <= now()
+         ORDER BY position
+         LIMIT %(scan)s) AS oldest
+ GROUP BY aggregate_key
+ ORDER BY min(position)
+ LIMIT %(keys)s
+"""
+
+LOCK_KEYS = """
+SELECT key FROM unnest(%(keys)s::text[]) AS key
+ WHERE pg_try_advisory_xact_lock(%(class)s, hashtext(key))
+"""
+
+ROWS_OF_KEYS = """
+SELECT message_id, aggregate_key, topic, headers->>'trace_id', extract(epoch FROM created_at),
+       json_build_object('message_id', message_id, 'type', event_type, 'version', event_version,
+                         'key', aggregate_key, 'occurred_at', created_at,
+                         'trace_id', headers->>'trace_id', 'payload', payload)::text,
+       next_attempt_at <= now() AS due
+  FROM outbox
+ WHERE published_at IS NULL AND position <= %(upto)s AND aggregate_key = ANY(%(keys)s)
+ ORDER BY position
+ LIMIT %(rows)s
+"""
+
+MARK_PUBLISHED = """
+UPDATE outbox SET published_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL
+ WHERE message_id = ANY(%(ids)s)
+"""
+
+MARK_FAILED = """
+UPDATE outbox
+   SET attempts = attempts + 1,
+       last_error = failure.error,
+       next_attempt_at = now() + make_interval(secs => least(%(cap)s, %(base)s * 2 ^ outbox.attempts))
+  FROM unnest(%(ids)s::text[], %(errors)s::text[]) AS failure(message_id, error)
+ WHERE outbox.message_id = failure.message_id
+"""
+
+BACKLOG = """
+SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
+  FROM outbox WHERE published_at IS NULL
+"""
+
+PURGE_PUBLISHED = """
+DELETE FROM outbox
+ WHERE ctid = ANY(ARRAY(
+       SELECT ctid FROM outbox
+        WHERE published_at < now() - %(horizon)s
+        LIMIT %(batch)s
+          FOR UPDATE SKIP LOCKED))
+"""
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    """One row to publish: its envelope is built by PostgreSQL, exactly as consumers decode it."""
+
+    message_id: str
+    key: str
+    topic: str
+    trace_id: str | None
+    created_at: float
+    """Epoch seconds, for the latency metric."""
+    envelope: str
+
+
+def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
+    """Lock keys with work and return their publishable rows, in order (inside the caller's
+    transaction, which must stay open until the rows are marked)."""
+    # Only the oldest rows are looked at, so a claim costs the same whatever the backlog.
+    window = dict(connection.execute(KEYS_WITH_WORK, {"keys": keys, "scan": 2 * rows}).fetchall())
+    if not window:
+        return []
+    candidates = list(window)
+    locked = [
+        row[0] for row in connection.execute(LOCK_KEYS, {"keys": candidates, "class": ADVISORY_LOCK_CLASS})
+    ]
+    if not locked:
+        return []
+    claimed: list[OutboxRow] = []
+    blocked: set[str] = set()
+    upto = max(window[key] for key in locked)
+    for message_id, key, topic, trace_id, created_at, envelope, due in connection.execute(
+        ROWS_OF_KEYS, {"keys": locked, "rows": rows, "upto": upto}
+    ):
+        if key in blocked:
+            continue
+        if not due:  # backing off after a failure: this key's later rows wait behind it
+            blocked.add(key)
+            continue
+        claimed.append(OutboxRow(message_id, key, topic, trace_id, float(created_at), envelope))
+    return claimed
+
+
+def mark_published(connection: Connection, message_ids: list[str]) -> None:
+    if message_ids:
+        connection.execute(MARK_PUBLISHED, {"ids": message_ids})
+
+
+def mark_failed(connection: Connection, failures: dict[str, str], base: float, cap: float) -> None:
+    if failures:
+        connection.execute(
+            MARK_FAILED, {"ids": list(failures), "errors": list(failures.values()), "base": base, "cap": cap}
+        )
+
+
+def backlog(connection: Connection) -> tuple[int, float]:
+    """Unpublished rows, and the age in seconds of the oldest."""
+    row = connection.execute(BACKLOG).fetchone()
+    return (int(row[0]), float(row[1])) if row else (0, 0.0)

@@ -1,0 +1,158 @@
+"""One service database's relay loop: wake, claim, publish, mark, commit; purge now and then.
+
+It wakes on the outbox trigger's NOTIFY, with a polling fallback, so an idle relay costs one
+cheap query a poll interval and a busy one publishes within milliseconds of a commit. When the
+database or the broker goes away it backs off and tries again; unconfirmed rows stay unpublished.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from confluent_kafka import Producer
+
+from outbox_relay import claim, metrics
+from outbox_relay.publish import publish
+from outbox_relay.settings import RelaySettings
+from services.idempotent_consumer.faults import FaultPoints
+
+log = logging.getLogger(__name__)
+
+Connection = psycopg.Connection[Any]
+RELAY_POINTS = ("relay.before_publish", "relay.after_publish_before_mark")
+
+
+class DatabaseRelay:
+    """Publishes the outbox of one service database until stopped."""
+
+    def __init__(
+        self,
+        name: str,
+        connect: Callable[[], Connection],
+        producer: Producer,
+        settings: RelaySettings,
+        faults: FaultPoints,
+    ) -> None:
+        self.name = name
+        self._connect = connect
+        self._producer = producer
+        self._settings = settings
+        self._faults = faults
+        self._stopping = threading.Event()
+        self._last_purge = 0.0
+        self.published = 0
+        self.idle = threading.Event()
+        """Set while the relay waits for a notification (or the poll interval)."""
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        """Loop until stop(), reconnecting with backoff whenever the database goes away."""
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                with self._connect() as work, self._connect() as listen:
+                    work.autocommit = True  # each step opens its own transaction block
+                    listen.autocommit = True
+                    listen.execute("LISTEN outbox")
+                    failures = 0
+                    self._serve(work, listen)
+            except psycopg.OperationalError as error:
+                failures += 1
+                pause = min(30.0, 0.2 * 2**failures)
+                log.warning(
+                    "database %s unavailable (%s); retrying in %.1f s",
+                    self.name,
+                    str(error).strip().splitlines()[0] if str(error).strip() else error,
+                    pause,
+                )
+                self._stopping.wait(pause)
+
+    def _serve(self, work: Connection, listen: Connection) -> None:
+        while not self._stopping.is_set():
+            while self.relay_once(work) and not self._stopping.is_set():
+                pass
+            self._maybe_purge(work)
+            self._observe_backlog(work)
+            # Sleep until a commit notifies us, or the poll interval passes (rows in backoff
+            # become due without a notification).
+            self.idle.set()
+            self._wait_for_notification(listen)
+            self.idle.clear()
+
+    def _wait_for_notification(self, listen: Connection) -> None:
+        """Return on a notification, at the poll interval, or (within half a second) on stop()."""
+        deadline = time.monotonic() + self._settings.RELAY_POLL_INTERVAL_SECONDS
+        while not self._stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            for _ in listen.notifies(timeout=min(remaining, 0.5), stop_after=1):
+                return
+
+    def relay_once(self, work: Connection) -> int:
+        """One transaction: claim, publish, mark. Returns how many rows it handled."""
+        settings = self._settings
+        with work.transaction():
+            rows = claim.claim(work, settings.RELAY_KEYS_PER_BATCH, settings.RELAY_BATCH_SIZE)
+            if not rows:
+                return 0
+            self._faults.hit("relay.before_publish")
+            deliveries = publish(self._producer, rows, settings.RELAY_DELIVERY_TIMEOUT_SECONDS + 5)
+            self._faults.hit("relay.after_publish_before_mark")
+            claim.mark_published(work, deliveries.confirmed)
+            claim.mark_failed(
+                work, deliveries.failed, settings.RELAY_RETRY_BASE_SECONDS, settings.RELAY_RETRY_CAP_SECONDS
+            )
+        # Committed: only now do the marks (and the end of the key locks) count.
+        created = {row.message_id: row.created_at for row in rows}
+        latency = metrics.PUBLISH_LATENCY_SECONDS.labels(self.name)
+        for message_id, confirmed_at in deliveries.confirmed_at.items():
+            latency.observe(max(0.0, confirmed_at - created[message_id]))
+        metrics.PUBLISHED.labels(self.name).inc(len(deliveries.confirmed))
+        metrics.BATCH_SIZE.labels(self.name).observe(len(rows))
+        self.published += len(deliveries.confirmed)
+        if deliveries.failed:
+            metrics.FAILURES.labels(self.name).inc(len(deliveries.failed))
+            first = next(iter(deliveries.failed.values()))
+            log.warning(
+                "%s: %d of %d rows not confirmed by the broker (%s); they will be retried",
+                self.name,
+                len(deliveries.failed),
+                len(rows),
+                first,
+            )
+            return 0  # back off: wait for the poll interval instead of spinning
+        return len(rows)
+
+    def _maybe_purge(self, work: Connection) -> None:
+        if time.monotonic() - self._last_purge >= self._settings.RELAY_PURGE_INTERVAL_SECONDS:
+            self._last_purge = time.monotonic()
+            self.purge(work)
+
+    def purge(self, work: Connection) -> int:
+        """Delete rows published longer ago than the retention horizon, 1,000 per transaction."""
+        horizon = timedelta(hours=self._settings.OUTBOX_RETENTION_HOURS)
+        total = 0
+        while True:
+            with work.transaction():
+                deleted = work.execute(claim.PURGE_PUBLISHED, {"horizon": horizon, "batch": 1000}).rowcount
+            total += deleted
+            if deleted < 1000:
+                break
+        if total:
+            metrics.PURGED.labels(self.name).inc(total)
+        return total
+
+    def _observe_backlog(self, work: Connection) -> None:
+        with work.transaction():
+            count, oldest = claim.backlog(work)
+        metrics.BACKLOG.labels(self.name).set(count)
+        metrics.OLDEST_UNPUBLISHED_SECONDS.labels(self.name).set(oldest)
