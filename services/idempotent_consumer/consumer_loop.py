@@ -81,6 +81,7 @@ class ConsumerLoop:
         self.name = processor.config.consumer_name
         self._consumer = consumer_factory(config.consumer_settings(self.name))
         self._on_close = on_close
+        self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
         self._retry_round = 0
         self.handled = 0
@@ -140,6 +141,10 @@ class ConsumerLoop:
                 deliveries.append(_Delivery(message, decode(message.value())))
             except PoisonMessage as poison:
                 deliveries.append(_Delivery(message, None, TerminalFailure(poison.reason, poison)))
+        if not deliveries:
+            return
+        oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
+        self._oldest_unacknowledged.set(max(0.0, time.time() - oldest))
         size = self.config.batch_size
         for start in range(0, len(deliveries), size):
             if self._stopping:
@@ -147,12 +152,11 @@ class ConsumerLoop:
             if not self._handle_transaction(deliveries[start : start + size]):
                 self._rewind([d.message for d in deliveries[start:] if not d.acknowledged])
                 return
+        self._oldest_unacknowledged.set(0)
         self._retry_round = 0
 
     def _handle_transaction(self, deliveries: list[_Delivery]) -> bool:
         """One transaction's worth of deliveries; False when some were left unacknowledged."""
-        oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
-        metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name).set(max(0.0, time.time() - oldest))
         if self.processor.config.strategy is Strategy.ACK_BEFORE_COMMIT:
             # The teaching mistake: the offset is committed before the transaction even begins.
             for delivery in deliveries:
@@ -183,7 +187,6 @@ class ConsumerLoop:
             for delivery in done:
                 delivery.acknowledged = True
         self.handled += len(done)
-        metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name).set(0)
         return len(done) == len(deliveries)
 
     def _acknowledge(self, messages: Sequence[Message]) -> None:

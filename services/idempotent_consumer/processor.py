@@ -18,6 +18,8 @@ from typing import Any
 
 import psycopg
 from psycopg import IsolationLevel, errors
+from psycopg.pq import DiagnosticField, Escaping, ExecStatus, TransactionStatus
+from psycopg.pq.abc import PGresult
 
 from services.idempotent_consumer import metrics
 from services.idempotent_consumer.envelope import Envelope
@@ -102,6 +104,16 @@ class BatchResult:
     retry_later: RetryLater | None = None
 
 
+def _error_of(result: PGresult) -> psycopg.Error:
+    """The psycopg exception (by SQLSTATE) for a failed raw query."""
+    message = (result.error_message or b"").decode(errors="replace").strip()
+    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
+    if not sqlstate:
+        return psycopg.OperationalError(message or "the connection failed")
+    error_class: type[psycopg.Error] = errors.lookup(sqlstate.decode())
+    return error_class(message)
+
+
 def _is_retryable_transaction_error(error: BaseException) -> bool:
     return isinstance(error, errors.SerializationFailure | errors.DeadlockDetected)
 
@@ -131,6 +143,7 @@ class MessageProcessor:
         self._clock = clock
         self._seen_in_memory: set[str] = set()
         self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
+        self._begin = f"BEGIN ISOLATION LEVEL {config.isolation_level}".encode()
         self._transaction_seconds = metrics.TRANSACTION_SECONDS.labels(config.consumer_name)
         self._claim_wait_seconds = metrics.CLAIM_WAIT_SECONDS.labels(config.consumer_name)
         metrics.precreate(config.consumer_name, config.strategy.value, self.handlers)
@@ -221,10 +234,32 @@ class MessageProcessor:
         return handler
 
     def _claim(self, connection: Connection, consumer_name: str, message_id: str) -> bool:
+        """Claim the marker: True when this transaction owns the message, False for a duplicate.
+
+        When it is the transaction's first statement, BEGIN and the claim travel together as
+        one simple-protocol query (the values escaped by libpq), saving a round trip on every
+        message: on the duplicate path that is a third of its cost. The SQL is CLAIM's.
+        """
         started = time.perf_counter()
-        row = connection.execute(CLAIM, (consumer_name, message_id)).fetchone()
+        pgconn = connection.pgconn
+        if pgconn.transaction_status != TransactionStatus.IDLE:
+            claimed = connection.execute(CLAIM, (consumer_name, message_id)).fetchone() is not None
+        else:
+            escape, encoding = Escaping(pgconn), connection.info.encoding
+            result = pgconn.exec_(
+                b"%s; INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s) "
+                b"ON CONFLICT DO NOTHING RETURNING message_id"
+                % (
+                    self._begin,
+                    escape.escape_literal(consumer_name.encode(encoding)),
+                    escape.escape_literal(message_id.encode(encoding)),
+                )
+            )
+            if result.status != ExecStatus.TUPLES_OK:
+                raise _error_of(result)
+            claimed = result.ntuples == 1
         self._claim_wait_seconds.observe(time.perf_counter() - started)
-        return row is not None
+        return claimed
 
     def _run(self, event: Envelope, handler: Handler) -> Outcome:
         """One attempt: one transaction (two under the separate-transaction mistakes)."""
