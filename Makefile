@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck bench \
+.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck bench load \
         lock venv clean-state
 
 help: ## Show this help
@@ -100,3 +100,8 @@ clean-state: venv ## Stop the native stack and delete its data (databases, topic
 
 bench: venv ## Benchmarks (not timed tests): consumer rates per strategy and batch size, relay throughput and latency
 	$(PY) -m benchmarks
+
+RATE ?= 20
+COUNT ?= 100
+load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
+	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)

@@ -108,9 +108,7 @@ def _kafka_rate(
     return (count - 1) / elapsed  # the clock starts after the first message
 
 
-def _sql_only_rate(
-    url: str, name: str, events: Sequence[Envelope], strategy: Strategy, batch_size: int
-) -> float:
+def _sql_only_rate(url: str, name: str, events: Sequence[Envelope], strategy: Strategy, batch_size: int) -> float:
     processor = MessageProcessor(
         ProcessorConfig(consumer_name=name, strategy=strategy),
         connect=lambda: psycopg.connect(url, autocommit=True),

@@ -22,9 +22,7 @@ log = logging.getLogger("outbox_relay")
 
 def build(settings: RelaySettings, faults: FaultPoints) -> list[DatabaseRelay]:
     """A relay per configured database, sharing one idempotent producer."""
-    producer = Producer(
-        producer_settings(settings.KAFKA_BOOTSTRAP_SERVERS, settings.RELAY_DELIVERY_TIMEOUT_SECONDS)
-    )
+    producer = Producer(producer_settings(settings.KAFKA_BOOTSTRAP_SERVERS, settings.RELAY_DELIVERY_TIMEOUT_SECONDS))
     return [
         DatabaseRelay(name, partial(psycopg.connect, url, connect_timeout=5), producer, settings, faults)
         for name, url in sorted(settings.OUTBOX_DATABASE_URLS.items())

@@ -98,9 +98,7 @@ def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
     if not window:
         return []
     candidates = list(window)
-    locked = [
-        row[0] for row in connection.execute(LOCK_KEYS, {"keys": candidates, "class": ADVISORY_LOCK_CLASS})
-    ]
+    locked = [row[0] for row in connection.execute(LOCK_KEYS, {"keys": candidates, "class": ADVISORY_LOCK_CLASS})]
     if not locked:
         return []
     claimed: list[OutboxRow] = []

@@ -38,9 +38,7 @@ def _default_cache_dir() -> Path:
 class Settings(BaseSettings):
     """Every setting of the platform, with its default for a local development run."""
 
-    model_config = SettingsConfigDict(
-        env_file=PROJECT_ROOT / ".env", env_file_encoding="utf-8", extra="ignore"
-    )
+    model_config = SettingsConfigDict(env_file=PROJECT_ROOT / ".env", env_file_encoding="utf-8", extra="ignore")
 
     EO_ENV: Literal["development", "production"] = "development"
     """`production` refuses the development default passwords."""
@@ -61,8 +59,12 @@ class Settings(BaseSettings):
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080
-    OUTBOX_RELAY_CONTROL_PORT: int = 9101
-    """The relay's /metrics and /faults."""
+    ORDERS_API_PORT: int = 8000
+    PAYMENT_PROVIDER_PORT: int = 8001
+    MAIL_PORT: int = 8002
+    CONTROL_PORT_BASE: int = 9100
+    """Each background process (relay, consumers, executors) serves /metrics and /faults on
+    CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""
 
     ORDERS_DB_PASSWORD: str = "orders" + DEVELOPMENT_PASSWORD_SUFFIX
     INVENTORY_DB_PASSWORD: str = "inventory" + DEVELOPMENT_PASSWORD_SUFFIX
@@ -88,8 +90,7 @@ class Settings(BaseSettings):
             ]
             if weak:
                 raise ValueError(
-                    "EO_ENV=production refuses the development default passwords; set "
-                    + ", ".join(sorted(weak))
+                    "EO_ENV=production refuses the development default passwords; set " + ", ".join(sorted(weak))
                 )
         return self
 
@@ -122,21 +123,15 @@ class Settings(BaseSettings):
 
     def service_database_url(self, database: ServiceDatabase) -> str:
         """The URL a service uses: its own role, its own database, on the admin URL's server."""
-        return with_credentials(
-            self.admin_database_url, database.role, self.database_password(database), database.name
-        )
+        return with_credentials(self.admin_database_url, database.role, self.database_password(database), database.name)
 
     def auditor_database_url(self, database: ServiceDatabase) -> str:
         """The read-only auditor's URL for one service database."""
-        return with_credentials(
-            self.admin_database_url, AUDITOR_ROLE, self.AUDITOR_DB_PASSWORD, database.name
-        )
+        return with_credentials(self.admin_database_url, AUDITOR_ROLE, self.AUDITOR_DB_PASSWORD, database.name)
 
     def relay_database_url(self, database: ServiceDatabase) -> str:
         """The outbox relay's URL for one service database."""
-        return with_credentials(
-            self.admin_database_url, RELAY_ROLE, self.OUTBOX_RELAY_DB_PASSWORD, database.name
-        )
+        return with_credentials(self.admin_database_url, RELAY_ROLE, self.OUTBOX_RELAY_DB_PASSWORD, database.name)
 
     @property
     def chaos_panel_url(self) -> str:

@@ -87,3 +87,11 @@ def database(name: str) -> ServiceDatabase:
         if candidate.name == name:
             return candidate
     raise KeyError(f"no service database named {name!r}")
+
+
+def consumer(name: str) -> Consumer:
+    """The consumer called `name`."""
+    for candidate in CONSUMERS:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no consumer named {name!r}")

@@ -77,9 +77,7 @@ def _containers() -> Iterator[Endpoints]:
 
     password = Settings().POSTGRES_PASSWORD
     with (
-        PostgresContainer(
-            "postgres:15", username="postgres", password=password, dbname="postgres"
-        ) as postgres,
+        PostgresContainer("postgres:15", username="postgres", password=password, dbname="postgres") as postgres,
         KafkaContainer().with_kraft() as kafka,
     ):
         settings = Settings(

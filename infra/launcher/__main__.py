@@ -29,7 +29,7 @@ def _up(settings: Settings, arguments: argparse.Namespace) -> int:
     stack.up(settings, _say, with_platform=not arguments.infra_only)
     print(f"\nhealthy in {time.monotonic() - started:.1f} s:")
     for label, url in stack.urls(settings, with_platform=not arguments.infra_only).items():
-        print(f"  {label:<20} {url}")
+        print(f"  {label:<26} {url}")
     print("\n`make status` shows each process, `make logs` follows their logs, `make down` stops all.")
     return 0
 
@@ -48,7 +48,7 @@ def _status(settings: Settings, _: argparse.Namespace) -> int:
         print("effectively-once: not running (`make up` starts it).")
         return 3
     for row in rows:
-        print(f"  {row['name']:<16} {row['state']:<10} {row['detail']}")
+        print(f"  {row['name']:<24} {row['state']:<10} {row['detail']}")
     return 0 if all(row["state"] == "RUNNING" for row in rows) else 1
 
 

@@ -44,8 +44,7 @@ def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
     if not mvn:
         raise LaunchError(
             "Maven (mvn) was not found, and the Kafka broker's jars are not cached yet",
-            "install Maven (on Debian: `apt-get install maven`), "
-            "or set KAFKA_BOOTSTRAP_SERVERS to use a Kafka you run",
+            "install Maven (on Debian: `apt-get install maven`), or set KAFKA_BOOTSTRAP_SERVERS to use a Kafka you run",
         )
     say("fetching the Kafka broker's jars from Maven Central (first run only, ~30 s)")
     staging = libs.with_name("libs.partial")
@@ -146,9 +145,7 @@ def admin_client(bootstrap_servers: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
 
 
-def wait_until_ready(
-    bootstrap_servers: str, timeout: float, still_starting: Callable[[], None] = lambda: None
-) -> None:
+def wait_until_ready(bootstrap_servers: str, timeout: float, still_starting: Callable[[], None] = lambda: None) -> None:
     """Return once the broker answers a metadata request with a broker in it."""
     admin = admin_client(bootstrap_servers)
     deadline = time.monotonic() + timeout
@@ -162,8 +159,7 @@ def wait_until_ready(
         except KafkaException as error:
             last_error = str(error)
     raise LaunchError(
-        f"Kafka at {bootstrap_servers} did not answer a metadata request within {timeout:.0f} s "
-        f"({last_error})",
+        f"Kafka at {bootstrap_servers} did not answer a metadata request within {timeout:.0f} s ({last_error})",
         "read the broker's log (`make logs`), or check KAFKA_BOOTSTRAP_SERVERS",
     )
 

@@ -142,9 +142,7 @@ def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], No
     finally:
         password_file.unlink(missing_ok=True)
     if result.returncode != 0:
-        raise LaunchError(
-            f"initdb failed:\n{result.stderr[-2000:]}", f"remove {data} and run `make up` again"
-        )
+        raise LaunchError(f"initdb failed:\n{result.stderr[-2000:]}", f"remove {data} and run `make up` again")
 
 
 def server_command(bindir: Path, settings: Settings) -> list[str]:

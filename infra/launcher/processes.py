@@ -13,12 +13,28 @@ from pathlib import Path
 from infra.launcher import kafka_broker, postgres_cluster
 from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from services.topology import AUDITOR_ROLE, DATABASES
+from services.topology import AUDITOR_ROLE, DATABASES, database
 
 POSTGRES = "postgres"
 KAFKA = "kafka"
 CHAOS_PANEL = "chaos-panel"
 OUTBOX_RELAY = "outbox-relay"
+ORDERS_API = "orders-api"
+PAYMENT_PROVIDER = "payment-provider"
+MAIL = "mail"
+
+BACKGROUND = (
+    # name, module and arguments, database, control port offset, extra variables
+    (OUTBOX_RELAY, ["outbox_relay"], None, 1),
+    ("orders-saga", ["services.orders", "saga"], "orders", 2),
+    ("inventory", ["services.inventory"], "inventory", 3),
+    ("payment", ["services.payment"], "payment", 4),
+    ("payment-executor", ["services.payment.executor"], "payment", 5),
+    ("notification", ["services.notification", "dispatch"], "notification", 6),
+    ("sales-projection", ["services.notification", "projection"], "notification", 7),
+    ("notification-dispatcher", ["services.notification.dispatcher"], "notification", 8),
+)
+"""Processes without an HTTP API of their own: consumers, executors and the relay."""
 
 
 def postgres_program(settings: Settings, bindir: Path) -> Program:
@@ -52,12 +68,38 @@ def _python_environment(settings: Settings) -> dict[str, str]:
     }
 
 
+def _http_service(
+    settings: Settings,
+    name: str,
+    module: str,
+    database_name: str,
+    host_variable: str,
+    port_variable: str,
+    port: int,
+    label: str,
+    path: str = "/docs",
+) -> Program:
+    return Program(
+        name=name,
+        command=[sys.executable, "-m", module],
+        environment={
+            **_python_environment(settings),
+            "DATABASE_URL": settings.service_database_url(database(database_name)),
+            host_variable: "127.0.0.1",
+            port_variable: str(port),
+        },
+        ports=(port,),
+        health_url=f"http://127.0.0.1:{port}/healthz",
+        urls={label: f"http://127.0.0.1:{port}{path}"},
+    )
+
+
 def platform_programs(settings: Settings) -> list[Program]:
     """The platform's own processes, each started with the project's Python."""
     panel_database = with_credentials(
         settings.admin_database_url, AUDITOR_ROLE, settings.AUDITOR_DB_PASSWORD, "postgres"
     )
-    return [
+    programs = [
         Program(
             name=CHAOS_PANEL,
             command=[sys.executable, "-m", "services.chaos_panel"],
@@ -71,19 +113,63 @@ def platform_programs(settings: Settings) -> list[Program]:
             health_url=f"{settings.chaos_panel_url}/healthz",
             urls={"Chaos panel": settings.chaos_panel_url},
         ),
-        Program(
-            name=OUTBOX_RELAY,
-            command=[sys.executable, "-m", "outbox_relay"],
-            environment={
-                **_python_environment(settings),
-                "OUTBOX_DATABASE_URLS": json.dumps(
-                    {db.name: settings.relay_database_url(db) for db in DATABASES if db.runs_consumer_runtime}
-                ),
-                "CONTROL_HOST": "127.0.0.1",
-                "CONTROL_PORT": str(settings.OUTBOX_RELAY_CONTROL_PORT),
-            },
-            ports=(settings.OUTBOX_RELAY_CONTROL_PORT,),
-            health_url=f"http://127.0.0.1:{settings.OUTBOX_RELAY_CONTROL_PORT}/metrics",
-            urls={"Outbox relay metrics": f"http://127.0.0.1:{settings.OUTBOX_RELAY_CONTROL_PORT}/metrics"},
+        _http_service(
+            settings,
+            ORDERS_API,
+            "services.orders",
+            "orders",
+            "ORDERS_API_HOST",
+            "ORDERS_API_PORT",
+            settings.ORDERS_API_PORT,
+            "Order API (OpenAPI)",
+        ),
+        _http_service(
+            settings,
+            PAYMENT_PROVIDER,
+            "services.payment_provider",
+            "payment_provider",
+            "PAYMENT_PROVIDER_HOST",
+            "PAYMENT_PROVIDER_PORT",
+            settings.PAYMENT_PROVIDER_PORT,
+            "Payment provider sandbox",
+        ),
+        _http_service(
+            settings,
+            MAIL,
+            "services.mail",
+            "mail",
+            "MAIL_HOST",
+            "MAIL_PORT",
+            settings.MAIL_PORT,
+            "Mail sandbox inbox",
+            path="/",
         ),
     ]
+    for name, module, database_name, offset in BACKGROUND:
+        port = settings.CONTROL_PORT_BASE + offset
+        environment = {
+            **_python_environment(settings),
+            "CONTROL_HOST": "127.0.0.1",
+            "CONTROL_PORT": str(port),
+        }
+        if database_name is None:  # the relay: every outbox, through its own role
+            environment["OUTBOX_DATABASE_URLS"] = json.dumps(
+                {db.name: settings.relay_database_url(db) for db in DATABASES if db.runs_consumer_runtime}
+            )
+        else:
+            environment["DATABASE_URL"] = settings.service_database_url(database(database_name))
+            environment["EO_INSTANCE_ID"] = f"{name}-0"
+        if name == "payment-executor":
+            environment["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}"
+        if name == "notification-dispatcher":
+            environment["MAIL_URL"] = f"http://127.0.0.1:{settings.MAIL_PORT}"
+        programs.append(
+            Program(
+                name=name,
+                command=[sys.executable, "-m", *module],
+                environment=environment,
+                ports=(port,),
+                health_url=f"http://127.0.0.1:{port}/metrics",
+            )
+        )
+    return programs

@@ -131,7 +131,6 @@ def provision(settings: Settings, say: Callable[[str], None]) -> None:
                 say(f"migrated {name}")
     except psycopg.Error as error:
         raise LaunchError(
-            f"provisioning the service databases on {redact(settings.admin_database_url)} failed: "
-            f"{str(error).strip()}",
+            f"provisioning the service databases on {redact(settings.admin_database_url)} failed: {str(error).strip()}",
             "DATABASE_URL must name a role that may create roles and databases (a superuser)",
         ) from error

@@ -42,8 +42,7 @@ def _watch(supervisor: Supervisor, name: str) -> Callable[[], None]:
         state = supervisor.info(name)["statename"]
         if state in FAILED_STATES:
             raise LaunchError(
-                f"{name} exited while starting ({state}); the end of its log:\n"
-                + _tail(supervisor.log_path(name)),
+                f"{name} exited while starting ({state}); the end of its log:\n" + _tail(supervisor.log_path(name)),
                 f"fix what the log says, then `make up` again (whole log: {supervisor.log_path(name)})",
             )
 
@@ -55,9 +54,11 @@ def _port_variable(program: Program, port: int) -> str:
         processes.POSTGRES: "POSTGRES_PORT",
         processes.KAFKA: "KAFKA_PORT or KAFKA_CONTROLLER_PORT",
         processes.CHAOS_PANEL: "CHAOS_PANEL_PORT",
-        processes.OUTBOX_RELAY: "OUTBOX_RELAY_CONTROL_PORT",
+        processes.ORDERS_API: "ORDERS_API_PORT",
+        processes.PAYMENT_PROVIDER: "PAYMENT_PROVIDER_PORT",
+        processes.MAIL: "MAIL_PORT",
     }
-    return names.get(program.name, f"the port setting of {program.name}")
+    return names.get(program.name, "CONTROL_PORT_BASE")
 
 
 def _wait_healthy(supervisor: Supervisor, program: Program, timeout: float = 60) -> None:
@@ -119,20 +120,17 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
         supervisor.start(program.name)
         if program.name == processes.POSTGRES:
-            postgres_cluster.wait_until_ready(
-                settings.admin_database_url, 60, _watch(supervisor, program.name)
-            )
+            postgres_cluster.wait_until_ready(settings.admin_database_url, 60, _watch(supervisor, program.name))
         else:
-            kafka_broker.wait_until_ready(
-                settings.kafka_bootstrap_servers, 90, _watch(supervisor, program.name)
-            )
+            kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, 90, _watch(supervisor, program.name))
     provisioning.provision(settings, say)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
     if created:
         say(f"created {len(created)} topics")
-    for program in platform:
+    for program in platform:  # all at once, then each waited for
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
-        supervisor.start(program.name)
+        supervisor.start(program.name, wait=False)
+    for program in platform:
         _wait_healthy(supervisor, program)
     return Endpoints(settings.admin_database_url, settings.kafka_bootstrap_servers)
 

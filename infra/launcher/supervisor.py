@@ -190,12 +190,13 @@ class Supervisor:
         for name in changed + added:
             self._rpc.supervisor.addProcessGroup(name)
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, wait: bool = True) -> None:
+        """Start `name` unless it runs; with `wait`, return once it has stayed up a second."""
         info = self.info(name)
         if info["statename"] in ("RUNNING", "STARTING"):
             return
         try:
-            self._rpc.supervisor.startProcess(name, True)
+            self._rpc.supervisor.startProcess(name, wait)
         except xmlrpc.client.Fault as fault:
             raise LaunchError(
                 f"{name} could not be started ({fault.faultString})",

@@ -195,17 +195,12 @@ class ConsumerLoop:
         for message in messages:
             next_offsets[(message.topic() or "", message.partition() or 0)] = (message.offset() or 0) + 1
         self._consumer.store_offsets(
-            offsets=[
-                TopicPartition(topic, partition, offset)
-                for (topic, partition), offset in next_offsets.items()
-            ]
+            offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in next_offsets.items()]
         )
 
     def _dead_letter(self, delivery: _Delivery, failure: TerminalFailure) -> None:
         message_id = delivery.event.message_id if delivery.event else None
-        self.dead_letters.publish(
-            delivery.message, failure.reason, failure.error_class, failure.error_text, message_id
-        )
+        self.dead_letters.publish(delivery.message, failure.reason, failure.error_class, failure.error_text, message_id)
         self.processor.record(
             delivery.event,
             Outcome.TERMINAL_FAILURE,

@@ -32,9 +32,7 @@ def _json(start_response: StartResponse, status: str, body: object) -> Iterable[
     return [payload]
 
 
-def control_app(
-    faults: FaultPoints, points: tuple[str, ...] = RUNTIME_POINTS
-) -> Callable[..., Iterable[bytes]]:
+def control_app(faults: FaultPoints, points: tuple[str, ...] = RUNTIME_POINTS) -> Callable[..., Iterable[bytes]]:
     """The WSGI application serving metrics and fault control for `faults`."""
     metrics = make_wsgi_app()
 
@@ -49,9 +47,7 @@ def control_app(
                 point: {"action": str(a.action), "remaining": a.remaining, "probability": a.probability}
                 for point, a in faults.armed().items()
             }
-            return _json(
-                start_response, "200 OK", {"points": list(points), "armed": armed, "fired": faults.fired}
-            )
+            return _json(start_response, "200 OK", {"points": list(points), "armed": armed, "fired": faults.fired})
         if method == "DELETE":
             point = parse_qs(environ.get("QUERY_STRING", "")).get("point", [None])[0]
             faults.disarm(point)
@@ -86,9 +82,7 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve_control(
-    faults: FaultPoints, host: str, port: int, points: tuple[str, ...] = RUNTIME_POINTS
-) -> WSGIServer:
+def serve_control(faults: FaultPoints, host: str, port: int, points: tuple[str, ...] = RUNTIME_POINTS) -> WSGIServer:
     """Serve the control endpoint in a daemon thread; return the server (shutdown() stops it)."""
     server = make_server(host, port, control_app(faults, points), handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="control", daemon=True).start()

@@ -100,9 +100,7 @@ def decode(raw: bytes | None) -> Envelope:
     try:
         occurred_at = datetime.fromisoformat(str(body.get("occurred_at")))
     except ValueError as error:
-        raise PoisonMessage(
-            "invalid_occurred_at", "occurred_at must be an ISO-8601 time", message_id
-        ) from error
+        raise PoisonMessage("invalid_occurred_at", "occurred_at must be an ISO-8601 time", message_id) from error
     if occurred_at.tzinfo is None:
         raise PoisonMessage("invalid_occurred_at", "occurred_at must carry a time zone", message_id)
     trace_id = body.get("trace_id")

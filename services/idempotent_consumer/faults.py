@@ -111,9 +111,7 @@ class FaultPoints:
         elif arming.action is FaultAction.RAISE:
             raise InjectedFault(f"injected fault at {point}")
         elif arming.action is FaultAction.STALL:
-            log.warning(
-                "fault point %s: stalling %.1f s", point, arming.stall_seconds, extra={"fault_point": point}
-            )
+            log.warning("fault point %s: stalling %.1f s", point, arming.stall_seconds, extra={"fault_point": point})
             time.sleep(arming.stall_seconds)
 
     def arm_from_spec(self, spec: str) -> None:

@@ -21,9 +21,7 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 
-def add_to_outbox(
-    transaction: Connection, event: Envelope, topic: str, aggregate_type: str = "order"
-) -> None:
+def add_to_outbox(transaction: Connection, event: Envelope, topic: str, aggregate_type: str = "order") -> None:
     """Add `event` to the outbox within the caller's open transaction."""
     if transaction.autocommit and transaction.info.transaction_status == TransactionStatus.IDLE:
         raise RuntimeError("add_to_outbox needs an open transaction: the event must commit with its change")

@@ -12,6 +12,8 @@ class Outcome(StrEnum):
     """The attempt rolled back and will be tried again; nothing was acknowledged."""
     TERMINAL_FAILURE = "terminal_failure"
     """No retry can help: the message went to the dead-letter topic with its reason."""
+    IGNORED = "ignored"
+    """A type this consumer knowingly does not handle, on a topic it reads: acknowledged, no transaction."""
 
 
 class Strategy(StrEnum):

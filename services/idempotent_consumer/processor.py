@@ -88,6 +88,9 @@ class ProcessorConfig:
     backoff_cap_seconds: float = 1.0
     dedup_horizon: timedelta | None = None
     """Markers are kept this long; an older message is dead-lettered, not applied blindly."""
+    ignored_types: frozenset[str] = frozenset()
+    """Types that share a topic with this consumer's but are none of its business. Any other
+    type without a handler is unknown, and dead-lettered."""
 
     def __post_init__(self) -> None:
         if not self.consumer_name:
@@ -192,7 +195,10 @@ class MessageProcessor:
     # One message ----------------------------------------------------------------------------
 
     def process(self, event: Envelope) -> Outcome:
-        """Apply `event` once: APPLIED or DUPLICATE, or raise TerminalFailure or RetryLater."""
+        """Apply `event` once: APPLIED or DUPLICATE (or IGNORED), or raise TerminalFailure or RetryLater."""
+        if event.type in self.config.ignored_types:
+            self.record(event, Outcome.IGNORED)
+            return Outcome.IGNORED
         handler = self._eligible(event)
         transaction_attempts = handler_attempts = 0
         while True:
@@ -329,6 +335,8 @@ class MessageProcessor:
         """
         if len(events) == 1 or self.config.strategy not in (Strategy.CORRECT,):
             return self._one_at_a_time(events)
+        if any(event.type in self.config.ignored_types for event in events):
+            return self._around_ignored(events)
         outcomes: list[Outcome] = []
         started = time.perf_counter()
         try:
@@ -385,6 +393,23 @@ class MessageProcessor:
                 for event, handler in claimed[position:end]:
                     handler(event, connection)
             position = end
+
+    def _around_ignored(self, events: Sequence[Envelope]) -> BatchResult:
+        """The batch without its ignored events, their IGNORED results put back in place."""
+        relevant = [event for event in events if event.type not in self.config.ignored_types]
+        inner = iter(self.process_batch(relevant).results if relevant else [])
+        merged = BatchResult()
+        for event in events:
+            if event.type in self.config.ignored_types:
+                self.record(event, Outcome.IGNORED)
+                merged.results.append(Outcome.IGNORED)
+                continue
+            result = next(inner, None)
+            if result is None:  # the database went away before this one
+                merged.retry_later = RetryLater("the database became unavailable")
+                break
+            merged.results.append(result)
+        return merged
 
     def _one_at_a_time(self, events: Sequence[Envelope]) -> BatchResult:
         batch = BatchResult()

@@ -89,6 +89,4 @@ class MarkerPurger:
                         extra={"consumer": self._consumer_name},
                     )
             except psycopg.Error as error:
-                log.warning(
-                    "marker purge failed, will try again: %s", error, extra={"consumer": self._consumer_name}
-                )
+                log.warning("marker purge failed, will try again: %s", error, extra={"consumer": self._consumer_name})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 
 import psycopg
@@ -60,6 +60,7 @@ def build(
     faults: FaultPoints | None = None,
     bulk_handlers: Mapping[str, BulkHandler] | None = None,
     kafka: Mapping[str, object] | None = None,
+    ignored_types: Iterable[str] = (),
 ) -> ConsumerLoop:
     """A ready consumer loop; nothing connects until it runs."""
     faults = faults or FaultPoints()
@@ -82,6 +83,7 @@ def build(
             strategy=settings.CONSUMER_STRATEGY,
             isolation_level=settings.CONSUMER_ISOLATION_LEVEL,
             dedup_horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
+            ignored_types=frozenset(ignored_types),
         ),
         connect=pool.getconn,
         release=pool.putconn,
@@ -128,6 +130,7 @@ def run(
     handlers: Mapping[str, Handler],
     settings: ConsumerSettings | None = None,
     dead_letter_topic: str | None = None,
+    ignored_types: Iterable[str] = (),
 ) -> None:
     """Run a consumer process until SIGTERM or SIGINT."""
     settings = settings or ConsumerSettings()  # type: ignore[call-arg]
@@ -135,7 +138,9 @@ def run(
     faults = FaultPoints()
     if settings.CONTROL_PORT:
         serve_control(faults, settings.CONTROL_HOST, settings.CONTROL_PORT)
-    loop = build(consumer_name, topics, handlers, settings, dead_letter_topic, faults=faults)
+    loop = build(
+        consumer_name, topics, handlers, settings, dead_letter_topic, faults=faults, ignored_types=ignored_types
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: loop.stop())
     loop.run()

@@ -32,15 +32,11 @@ def runtime_db(settings: Settings) -> str:
     """The URL of a database holding the runtime's tables and the test domain's."""
     admin_url = settings.admin_database_url
     with psycopg.connect(admin_url, autocommit=True) as admin:
-        exists = admin.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (RUNTIME_TESTS_DATABASE,)
-        ).fetchone()
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (RUNTIME_TESTS_DATABASE,)).fetchone()
         if not exists:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(RUNTIME_TESTS_DATABASE)))
     parts = urlsplit(admin_url)
-    url = with_credentials(
-        admin_url, parts.username or "postgres", parts.password or "", RUNTIME_TESTS_DATABASE
-    )
+    url = with_credentials(admin_url, parts.username or "postgres", parts.password or "", RUNTIME_TESTS_DATABASE)
     with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(7301002)")
         for migration in sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")):

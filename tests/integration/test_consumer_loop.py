@@ -172,9 +172,7 @@ def test_a_connection_killed_mid_transaction_is_replaced_and_nothing_is_lost_or_
     for event in events:
         assert ledger_rows(runtime_db, name, event.message_id) == 1
     assert (
-        REGISTRY.get_sample_value(
-            "eo_consumer_dead_letters_total", {"consumer": name, "reason": "handler_failed"}
-        )
+        REGISTRY.get_sample_value("eo_consumer_dead_letters_total", {"consumer": name, "reason": "handler_failed"})
         is None
     )
 

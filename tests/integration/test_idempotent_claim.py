@@ -42,9 +42,7 @@ def wait_until_waiting_on_a_lock(url: str, backend_pid: int, timeout: float = 10
     raise AssertionError(f"backend {backend_pid} never waited on a lock")
 
 
-def test_a_sequential_duplicate_is_applied_once(
-    make_processor: ProcessorFactory, runtime_db: str, name: str
-) -> None:
+def test_a_sequential_duplicate_is_applied_once(make_processor: ProcessorFactory, runtime_db: str, name: str) -> None:
     processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
     event = entry("order-1")
     assert processor.process(event) is Outcome.APPLIED

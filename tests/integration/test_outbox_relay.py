@@ -71,14 +71,10 @@ def write_events(url: str, topic: str, keys: list[str], per_key: int) -> list[st
 
 
 def relay_settings(bootstrap: str, **overrides: Any) -> RelaySettings:
-    return RelaySettings(
-        **{"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RELAY_POLL_INTERVAL_SECONDS": 0.2, **overrides}
-    )
+    return RelaySettings(**{"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RELAY_POLL_INTERVAL_SECONDS": 0.2, **overrides})
 
 
-def make_relay(
-    url: str, bootstrap: str, faults: FaultPoints | None = None, **overrides: Any
-) -> DatabaseRelay:
+def make_relay(url: str, bootstrap: str, faults: FaultPoints | None = None, **overrides: Any) -> DatabaseRelay:
     settings = relay_settings(bootstrap, **overrides)
     producer = Producer(producer_settings(bootstrap, settings.RELAY_DELIVERY_TIMEOUT_SECONDS))
     return DatabaseRelay("test", lambda: psycopg.connect(url), producer, settings, faults or FaultPoints())
@@ -265,9 +261,7 @@ def test_two_relays_on_one_database_never_publish_a_row_twice_and_keep_per_key_o
     threads = [start(first), start(second)]
     try:
         keys = [f"order-{k}" for k in range(100)]
-        writers = [
-            threading.Thread(target=write_events, args=(outbox_url, topic, keys[i::4], 10)) for i in range(4)
-        ]
+        writers = [threading.Thread(target=write_events, args=(outbox_url, topic, keys[i::4], 10)) for i in range(4)]
         for writer in writers:
             writer.start()
         for writer in writers:

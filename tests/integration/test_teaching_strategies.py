@@ -36,9 +36,7 @@ def test_two_simultaneous_deliveries_double_only_under_check_then_act(
     for _ in range(2):
         faults = FaultPoints()
         faults.arm(pause_at, lambda _point: both_there.wait())
-        processors.append(
-            make_processor(name, {LEDGER_ENTRY: ledger_handler(name)}, faults, strategy=strategy)
-        )
+        processors.append(make_processor(name, {LEDGER_ENTRY: ledger_handler(name)}, faults, strategy=strategy))
     event = entry("order-storm")
     threads = [threading.Thread(target=p.process, args=(event,)) for p in processors]
     for thread in threads:

@@ -84,6 +84,4 @@ class ConsumerProcess:
         return entries
 
     def outcomes_for(self, message_id: str) -> list[str]:
-        return [
-            e["outcome"] for e in self.log_entries() if e.get("message_id") == message_id and "outcome" in e
-        ]
+        return [e["outcome"] for e in self.log_entries() if e.get("message_id") == message_id and "outcome" in e]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.settings import PROJECT_ROOT, Settings
-from tests.support.network import free_port
+from tests.support.network import free_port, free_port_range
 
 
 @dataclass
@@ -24,14 +24,19 @@ class LauncherRun:
     )
     ports: dict[str, int] = field(
         default_factory=lambda: {
-            name: free_port()
-            for name in (
-                "POSTGRES_PORT",
-                "KAFKA_PORT",
-                "KAFKA_CONTROLLER_PORT",
-                "CHAOS_PANEL_PORT",
-                "OUTBOX_RELAY_CONTROL_PORT",
-            )
+            **{
+                name: free_port()
+                for name in (
+                    "POSTGRES_PORT",
+                    "KAFKA_PORT",
+                    "KAFKA_CONTROLLER_PORT",
+                    "CHAOS_PANEL_PORT",
+                    "ORDERS_API_PORT",
+                    "PAYMENT_PROVIDER_PORT",
+                    "MAIL_PORT",
+                )
+            },
+            "CONTROL_PORT_BASE": free_port_range(12),
         }
     )
     overrides: dict[str, str] = field(default_factory=dict)
@@ -39,9 +44,7 @@ class LauncherRun:
     @property
     def environment(self) -> dict[str, str]:
         environment = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in ("DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS")
+            key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "KAFKA_BOOTSTRAP_SERVERS")
         }
         environment.update({key: str(value) for key, value in self.ports.items()})
         environment["EO_STATE_DIR"] = str(self.state_dir)

@@ -63,7 +63,9 @@ def test_published_ports_default_to_the_native_ports(compose: dict[str, Any]) ->
         "postgres": ("POSTGRES_PORT", defaults.POSTGRES_PORT),
         "kafka": ("KAFKA_PORT", defaults.KAFKA_PORT),
         "chaos-panel": ("CHAOS_PANEL_PORT", defaults.CHAOS_PANEL_PORT),
-        "outbox-relay": ("OUTBOX_RELAY_CONTROL_PORT", defaults.OUTBOX_RELAY_CONTROL_PORT),
+        "orders-api": ("ORDERS_API_PORT", defaults.ORDERS_API_PORT),
+        "payment-provider": ("PAYMENT_PROVIDER_PORT", defaults.PAYMENT_PROVIDER_PORT),
+        "mail": ("MAIL_PORT", defaults.MAIL_PORT),
     }
     for service, (variable, port) in expected.items():
         published = compose["services"][service]["ports"][0]

@@ -8,9 +8,7 @@ from services.idempotent_consumer.control import control_app
 from services.idempotent_consumer.faults import FaultAction, FaultPoints
 
 
-def _call(
-    faults: FaultPoints, method: str, path: str, body: object = None, query: str = ""
-) -> tuple[str, Any]:
+def _call(faults: FaultPoints, method: str, path: str, body: object = None, query: str = "") -> tuple[str, Any]:
     raw = json.dumps(body).encode() if body is not None else b""
     environ = {
         "REQUEST_METHOD": method,
@@ -27,9 +25,7 @@ def _call(
 
 def test_arming_listing_and_disarming_a_point() -> None:
     faults = FaultPoints()
-    status, _ = _call(
-        faults, "POST", "/faults", {"point": "after_claim", "action": "stall", "times": "always"}
-    )
+    status, _ = _call(faults, "POST", "/faults", {"point": "after_claim", "action": "stall", "times": "always"})
     assert status == "200 OK"
     assert faults.armed()["after_claim"].action is FaultAction.STALL
     assert faults.armed()["after_claim"].remaining is None

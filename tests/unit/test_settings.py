@@ -24,9 +24,7 @@ def test_redact_hides_only_the_password() -> None:
 
 def test_each_service_gets_its_own_role_and_database_on_the_admin_server() -> None:
     settings = Settings(DATABASE_URL="postgresql://postgres:x@10.0.0.5:5432/postgres", ORDERS_DB_PASSWORD="o")
-    assert settings.service_database_url(database("orders")) == (
-        "postgresql://orders_svc:o@10.0.0.5:5432/orders"
-    )
+    assert settings.service_database_url(database("orders")) == ("postgresql://orders_svc:o@10.0.0.5:5432/orders")
 
 
 def test_without_database_url_the_launcher_runs_its_own_cluster() -> None:

@@ -1,0 +1,1 @@
+"""The inventory service: reserves stock for placed orders, releases it when payment fails."""

@@ -1,0 +1,15 @@
+"""`python -m services.mail`: the mail sandbox."""
+
+import os
+
+import uvicorn
+
+from services.mail.app import create_app
+
+if __name__ == "__main__":
+    uvicorn.run(
+        create_app(os.environ["DATABASE_URL"]),
+        host=os.environ.get("MAIL_HOST", "127.0.0.1"),
+        port=int(os.environ.get("MAIL_PORT", "8002")),
+        log_level="warning",
+    )

@@ -1,0 +1,123 @@
+"""The mail sandbox's HTTP API and inbox page.
+
+POST /v1/messages   (Idempotency-Key required)  202: accepted (a repeat is counted, not stored twice)
+GET  /v1/messages?order_id=...                   what arrived
+GET  /                                           the inbox page
+GET/PUT/DELETE /admin/faults                     a failure rate for the next requests
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.templating import Jinja2Templates
+from prometheus_client import Counter, make_asgi_app
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, Field
+
+TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+MESSAGES = Counter("eo_mail_requests", "Send requests, by what became of them.", ["result"])
+
+
+class MessageIn(BaseModel):
+    recipient: str = Field(min_length=3, max_length=254)
+    subject: str = Field(min_length=1, max_length=200)
+    body: str = Field(max_length=20_000)
+    order_id: str | None = Field(None, max_length=255)
+
+
+class MailFaults(BaseModel):
+    failure_rate: float = Field(default=0.0, ge=0, le=1, description="answer 503 without accepting")
+
+
+def create_app(database_url: str) -> FastAPI:
+    pool = AsyncConnectionPool(
+        database_url, min_size=1, max_size=5, open=False, kwargs={"connect_timeout": 5, "autocommit": True}
+    )
+    faults = {"current": MailFaults()}
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await pool.open(wait=False)
+        yield
+        await pool.close()
+
+    app = FastAPI(title="mail sandbox", version="0.1.0", lifespan=lifespan)
+    app.mount("/metrics", make_asgi_app())
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/messages", status_code=202, tags=["messages"])
+    async def send(
+        message: MessageIn, idempotency_key: Annotated[str, Header(min_length=1, max_length=255)]
+    ) -> JSONResponse:
+        """Accept a message once per idempotency key; a repeat is acknowledged and counted."""
+        if random.random() < faults["current"].failure_rate:
+            MESSAGES.labels("failed").inc()
+            return JSONResponse({"error": "the mail sandbox failed (injected)"}, status_code=503)
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                """INSERT INTO mail_message (idempotency_key, recipient, subject, body, order_id)
+                   VALUES (%s, %s, %s, %s, %s)
+                   ON CONFLICT (idempotency_key) DO UPDATE SET deliveries = mail_message.deliveries + 1
+                   RETURNING deliveries""",
+                (idempotency_key, message.recipient, message.subject, message.body, message.order_id),
+            )
+            row = await cursor.fetchone()
+        deliveries = row[0] if row else 1
+        MESSAGES.labels("accepted" if deliveries == 1 else "deduplicated").inc()
+        return JSONResponse({"accepted": True, "duplicate": deliveries > 1}, status_code=202)
+
+    @app.get("/v1/messages", tags=["messages"])
+    async def messages(order_id: Annotated[str | None, Query(max_length=255)] = None) -> list[dict[str, Any]]:
+        return await _messages(pool, order_id, 10_000)
+
+    @app.get("/", response_class=HTMLResponse, tags=["pages"])
+    async def inbox(request: Request) -> Any:
+        """The inbox: every message accepted, newest first, with how often it was sent."""
+        return TEMPLATES.TemplateResponse(request, "inbox.html", {"messages": await _messages(pool, None, 200)})
+
+    @app.get("/admin/faults", tags=["faults"])
+    async def get_faults() -> MailFaults:
+        return faults["current"]
+
+    @app.put("/admin/faults", tags=["faults"])
+    async def set_faults(new: MailFaults) -> MailFaults:
+        faults["current"] = new
+        return new
+
+    @app.delete("/admin/faults", tags=["faults"])
+    async def reset_faults() -> MailFaults:
+        faults["current"] = MailFaults()
+        return faults["current"]
+
+    return app
+
+
+async def _messages(pool: AsyncConnectionPool, order_id: str | None, limit: int) -> list[dict[str, Any]]:
+    async with pool.connection() as connection:
+        cursor = await connection.execute(
+            """SELECT idempotency_key, recipient, subject, order_id, deliveries, received_at FROM mail_message
+                WHERE %(order)s::text IS NULL OR order_id = %(order)s ORDER BY received_at DESC LIMIT %(limit)s""",
+            {"order": order_id, "limit": limit},
+        )
+        rows = await cursor.fetchall()
+    return [
+        {
+            "idempotency_key": r[0],
+            "recipient": r[1],
+            "subject": r[2],
+            "order_id": r[3],
+            "deliveries": r[4],
+            "received_at": r[5].isoformat(),
+        }
+        for r in rows
+    ]

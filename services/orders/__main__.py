@@ -1,0 +1,44 @@
+"""`python -m services.orders api` serves the order API; `... saga` runs the saga consumer."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import uvicorn
+
+from services import saga_contract as contract
+from services.idempotent_consumer import runner
+from services.orders.api import create_app
+from services.orders.saga import follow_saga_event
+from services.topology import consumer
+
+SAGA_EVENTS = (
+    contract.INVENTORY_RESERVED,
+    contract.INVENTORY_RESERVATION_FAILED,
+    contract.INVENTORY_RELEASED,
+    contract.PAYMENT_AUTHORIZED,
+    contract.PAYMENT_FAILED,
+    contract.NOTIFICATION_SENT,
+    contract.ORDER_PLACED,
+)
+
+
+def main() -> None:
+    role = sys.argv[1] if len(sys.argv) > 1 else "api"
+    if role == "api":
+        uvicorn.run(
+            create_app(os.environ["DATABASE_URL"]),
+            host=os.environ.get("ORDERS_API_HOST", "127.0.0.1"),
+            port=int(os.environ.get("ORDERS_API_PORT", "8000")),
+            log_level="warning",
+        )
+    elif role == "saga":
+        saga = consumer("orders-saga-v1")
+        runner.run(saga.name, saga.topics, dict.fromkeys(SAGA_EVENTS, follow_saga_event))
+    else:
+        raise SystemExit(f"unknown role {role!r}: api or saga")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The order API: place an order (its OrderPlaced committed with it), read one, list them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, Header, HTTPException, Query, Response
+from prometheus_client import Counter, make_asgi_app
+from psycopg_pool import ConnectionPool
+from pydantic import BaseModel, Field, field_validator
+
+from services import saga_contract as contract
+from services.idempotent_consumer.envelope import Envelope
+from services.idempotent_consumer.outbox import add_to_outbox
+
+ORDERS_PLACED = Counter("eo_orders_placed", "Orders accepted by the API.", ["outcome"])
+
+
+class OrderLineIn(BaseModel):
+    sku: str = Field(description="A SKU from the catalog", examples=["sku-espresso"])
+    quantity: int = Field(ge=1, le=100)
+
+    @field_validator("sku")
+    @classmethod
+    def _known_sku(cls, sku: str) -> str:
+        if sku not in contract.CATALOG:
+            raise ValueError(f"unknown SKU {sku!r}; the catalog has {', '.join(sorted(contract.CATALOG))}")
+        return sku
+
+
+class OrderIn(BaseModel):
+    customer_email: str = Field(pattern=r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,63}$", examples=["ada@example.com"])
+    lines: list[OrderLineIn] = Field(min_length=1, max_length=20)
+    payment_method: Literal["pm_card_visa", "pm_card_declined"] = Field(
+        description="pm_card_visa is authorised; pm_card_declined is declined by the provider sandbox"
+    )
+
+    @field_validator("lines")
+    @classmethod
+    def _one_line_per_sku(cls, lines: list[OrderLineIn]) -> list[OrderLineIn]:
+        skus = [line.sku for line in lines]
+        if len(set(skus)) != len(skus):
+            raise ValueError("each SKU may appear on one line only; add up the quantities instead")
+        return lines
+
+
+class OrderLineOut(BaseModel):
+    sku: str
+    quantity: int
+    unit_price_cents: int
+
+
+class HistoryEntry(BaseModel):
+    event_type: str
+    message_id: str
+    status_after: str
+    recorded_at: str
+
+
+class OrderOut(BaseModel):
+    order_id: str
+    status: str
+    customer_email: str
+    payment_method: str
+    amount_cents: int
+    created_at: str
+    lines: list[OrderLineOut] = []
+    history: list[HistoryEntry] = []
+
+
+def request_hash(order: OrderIn) -> str:
+    return hashlib.sha256(json.dumps(order.model_dump(), sort_keys=True).encode()).hexdigest()
+
+
+def create_app(database_url: str) -> FastAPI:
+    """The API on a pool of connections to the orders database (opened at start-up)."""
+    pool = ConnectionPool(database_url, min_size=1, max_size=8, open=False, kwargs={"connect_timeout": 5})
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        pool.open(wait=False)
+        yield
+        pool.close()
+
+    app = FastAPI(
+        title="effectively-once orders",
+        version="0.1.0",
+        lifespan=lifespan,
+        description="Place orders; each one starts a saga across inventory, payment and notification.",
+    )
+    app.mount("/metrics", make_asgi_app())
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.post("/orders", response_model=OrderOut, status_code=201, tags=["orders"])
+    def place_order(
+        order: OrderIn,
+        response: Response,
+        idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+    ) -> OrderOut:
+        """Place an order. The same Idempotency-Key with the same body returns the same order."""
+        fingerprint = request_hash(order)
+        order_id = str(uuid.uuid4())
+        amount = sum(contract.CATALOG[line.sku].price_cents * line.quantity for line in order.lines)
+        with pool.connection() as connection, connection.transaction():
+            inserted = connection.execute(
+                """INSERT INTO customer_order (order_id, idempotency_key, request_hash, customer_email,
+                                               payment_method, amount_cents, status)
+                   VALUES (%s, %s, %s, %s, %s, %s, 'PLACED')
+                   ON CONFLICT (idempotency_key) DO NOTHING RETURNING order_id""",
+                (order_id, idempotency_key, fingerprint, order.customer_email, order.payment_method, amount),
+            ).fetchone()
+            if inserted is None:
+                existing = connection.execute(
+                    "SELECT order_id, request_hash FROM customer_order WHERE idempotency_key = %s",
+                    (idempotency_key,),
+                ).fetchone()
+                assert existing is not None
+                if existing[1] != fingerprint:
+                    ORDERS_PLACED.labels("idempotency_conflict").inc()
+                    raise HTTPException(422, "this Idempotency-Key was used with a different request body")
+                ORDERS_PLACED.labels("replayed").inc()
+                response.status_code = 200
+                return _read(connection, existing[0])
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO order_line (order_id, sku, quantity, unit_price_cents) VALUES (%s, %s, %s, %s)",
+                    [
+                        (order_id, line.sku, line.quantity, contract.CATALOG[line.sku].price_cents)
+                        for line in order.lines
+                    ],
+                )
+            placed = Envelope.new(
+                contract.ORDER_PLACED,
+                order_id,
+                {
+                    "order_id": order_id,
+                    "customer_email": order.customer_email,
+                    "payment_method": order.payment_method,
+                    "amount_cents": amount,
+                    "lines": [{"sku": line.sku, "quantity": line.quantity} for line in order.lines],
+                },
+            )
+            add_to_outbox(connection, placed, contract.TOPIC_OF[contract.ORDER_PLACED])
+            ORDERS_PLACED.labels("placed").inc()
+            return _read(connection, order_id)
+
+    @app.get("/orders/{order_id}", response_model=OrderOut, tags=["orders"])
+    def get_order(order_id: str) -> OrderOut:
+        """One order with its lines and the saga events it saw, in order."""
+        with pool.connection() as connection:
+            return _read(connection, order_id)
+
+    @app.get("/orders", response_model=list[OrderOut], tags=["orders"])
+    def list_orders(limit: Annotated[int, Query(ge=1, le=500)] = 50) -> list[OrderOut]:
+        """The most recent orders, newest first (without lines and history)."""
+        with pool.connection() as connection:
+            rows = connection.execute(
+                """SELECT order_id, status, customer_email, payment_method, amount_cents, created_at
+                     FROM customer_order ORDER BY created_at DESC LIMIT %s""",
+                (limit,),
+            ).fetchall()
+        return [
+            OrderOut(
+                order_id=r[0],
+                status=r[1],
+                customer_email=r[2],
+                payment_method=r[3],
+                amount_cents=r[4],
+                created_at=r[5].isoformat(),
+            )
+            for r in rows
+        ]
+
+    return app
+
+
+def _read(connection: Any, order_id: str) -> OrderOut:
+    row = connection.execute(
+        """SELECT order_id, status, customer_email, payment_method, amount_cents, created_at
+             FROM customer_order WHERE order_id = %s""",
+        (order_id,),
+    ).fetchone()
+    if row is None:
+        raise HTTPException(404, f"no order {order_id}")
+    lines = connection.execute(
+        "SELECT sku, quantity, unit_price_cents FROM order_line WHERE order_id = %s ORDER BY sku", (order_id,)
+    ).fetchall()
+    history = connection.execute(
+        """SELECT event_type, message_id, status_after, recorded_at FROM order_history
+            WHERE order_id = %s ORDER BY recorded_at""",
+        (order_id,),
+    ).fetchall()
+    return OrderOut(
+        order_id=row[0],
+        status=row[1],
+        customer_email=row[2],
+        payment_method=row[3],
+        amount_cents=row[4],
+        created_at=row[5].isoformat(),
+        lines=[OrderLineOut(sku=line[0], quantity=line[1], unit_price_cents=line[2]) for line in lines],
+        history=[
+            HistoryEntry(event_type=h[0], message_id=h[1], status_after=h[2], recorded_at=h[3].isoformat())
+            for h in history
+        ],
+    )

@@ -1,0 +1,28 @@
+"""The orders saga consumer's handler: follow every event, move the order forward."""
+
+from __future__ import annotations
+
+from services.idempotent_consumer.envelope import Envelope
+from services.idempotent_consumer.processor import Connection, NonRetryable
+from services.orders.domain import OrderStatus, next_status
+
+
+def follow_saga_event(event: Envelope, transaction: Connection) -> None:
+    """Record the event in the order's history and move its status if the event says so."""
+    row = transaction.execute(
+        "SELECT status FROM customer_order WHERE order_id = %s FOR UPDATE", (event.key,)
+    ).fetchone()
+    if row is None:
+        raise NonRetryable(f"no order {event.key!r}")
+    current = OrderStatus(row[0])
+    after = next_status(current, event.type)
+    if after is not current:
+        transaction.execute(
+            "UPDATE customer_order SET status = %s, updated_at = now() WHERE order_id = %s",
+            (after.value, event.key),
+        )
+    transaction.execute(
+        "INSERT INTO order_history (order_id, message_id, event_type, status_after) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT DO NOTHING",
+        (event.key, event.message_id, event.type, after.value),
+    )

@@ -1,0 +1,15 @@
+"""`python -m services.payment_provider`: the provider sandbox."""
+
+import os
+
+import uvicorn
+
+from services.payment_provider.app import create_app
+
+if __name__ == "__main__":
+    uvicorn.run(
+        create_app(os.environ["DATABASE_URL"]),
+        host=os.environ.get("PAYMENT_PROVIDER_HOST", "127.0.0.1"),
+        port=int(os.environ.get("PAYMENT_PROVIDER_PORT", "8001")),
+        log_level="warning",
+    )

@@ -1,0 +1,216 @@
+"""The provider sandbox's HTTP API.
+
+  POST /v1/charges   (Idempotency-Key required)  charge a payment method
+  GET  /v1/charges?order_id=...                   the ledger
+  GET/PUT/DELETE /admin/faults                    what the next requests meet
+  GET  /healthz
+
+Idempotency, as Stripe has it: the first request with a key is processed and its response
+stored; a later request with the same key and the same body gets that stored response again
+(errors included); the same key with a different body is an idempotency error (422); the same
+key while the first request is still being processed is 409. Keys are kept 24 hours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Header, Query
+from fastapi.responses import JSONResponse
+from prometheus_client import Counter, make_asgi_app
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, Field
+
+from services.payment_provider.faults import FaultState, ProviderFaults
+from services.saga_contract import PAYMENT_METHOD_DECLINED
+
+REQUESTS = Counter("eo_provider_requests", "Charge requests, by what became of them.", ["result"])
+ABANDONED_AFTER_SECONDS = 60
+"""An in-flight key older than this was abandoned by a crashed request: it may be taken again."""
+
+
+class ChargeIn(BaseModel):
+    order_id: str = Field(min_length=1, max_length=255)
+    amount_cents: int = Field(gt=0, le=100_000_000)
+    payment_method: str = Field(min_length=1, max_length=100)
+
+
+def create_app(database_url: str) -> FastAPI:
+    pool = AsyncConnectionPool(
+        database_url, min_size=1, max_size=10, open=False, kwargs={"connect_timeout": 5, "autocommit": True}
+    )
+    state = FaultState(ProviderFaults())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await pool.open(wait=False)
+        purger = asyncio.create_task(_purge_expired_keys(pool))
+        yield
+        purger.cancel()
+        await pool.close()
+
+    app = FastAPI(title="payment-provider sandbox", version="0.1.0", lifespan=lifespan)
+    app.mount("/metrics", make_asgi_app())
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/charges", tags=["charges"])
+    async def create_charge(
+        charge: ChargeIn, idempotency_key: Annotated[str, Header(min_length=1, max_length=255)]
+    ) -> JSONResponse:
+        """Charge once per Idempotency-Key, however often the request comes."""
+        fingerprint = hashlib.sha256(json.dumps(charge.model_dump(), sort_keys=True).encode()).hexdigest()
+        async with pool.connection() as connection:
+            taken = await (
+                await connection.execute(
+                    """INSERT INTO idempotency_key (key, request_hash, state) VALUES (%s, %s, 'in_flight')
+                   ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, created_at = now()
+                   WHERE idempotency_key.state = 'in_flight'
+                     AND idempotency_key.created_at < now() - make_interval(secs => %s)
+                   RETURNING key""",
+                    (idempotency_key, fingerprint, ABANDONED_AFTER_SECONDS),
+                )
+            ).fetchone()
+            if taken is None:
+                row = await (
+                    await connection.execute(
+                        "SELECT request_hash, state, response_status, response_body"
+                        " FROM idempotency_key WHERE key = %s",
+                        (idempotency_key,),
+                    )
+                ).fetchone()
+                assert row is not None
+                if row[0] != fingerprint:
+                    REQUESTS.labels("idempotency_error").inc()
+                    return _error(
+                        422,
+                        "idempotency_error",
+                        "this Idempotency-Key was used with a different request body",
+                    )
+                if row[1] == "in_flight":
+                    REQUESTS.labels("in_flight_conflict").inc()
+                    return _error(
+                        409,
+                        "request_in_progress",
+                        "a request with this Idempotency-Key is still being processed",
+                    )
+                REQUESTS.labels("replayed").inc()
+                return JSONResponse(row[3], status_code=row[2], headers={"Idempotent-Replayed": "true"})
+
+            if state.faults.latency_ms:
+                await asyncio.sleep(state.faults.latency_ms / 1000)
+            if state.roll(state.faults.error_rate):
+                # Nothing was done: the key is let go, so a retry is processed afresh.
+                await connection.execute("DELETE FROM idempotency_key WHERE key = %s", (idempotency_key,))
+                REQUESTS.labels("error_500").inc()
+                return _error(500, "api_error", "the provider sandbox failed (injected)")
+
+            declined = charge.payment_method == PAYMENT_METHOD_DECLINED or state.roll(state.faults.decline_rate)
+            charge_id = None if declined else f"ch_{uuid.uuid4().hex[:24]}"
+            status, body = (
+                (
+                    402,
+                    {
+                        "error": {
+                            "type": "card_error",
+                            "code": "card_declined",
+                            "message": "Your card was declined.",
+                        }
+                    },
+                )
+                if declined
+                else (
+                    200,
+                    {
+                        "id": charge_id,
+                        "object": "charge",
+                        "amount": charge.amount_cents,
+                        "order_id": charge.order_id,
+                        "status": "succeeded",
+                    },
+                )
+            )
+            async with connection.transaction():
+                if charge_id:
+                    await connection.execute(
+                        "INSERT INTO charge (charge_id, idempotency_key, order_id, amount_cents)"
+                        " VALUES (%s, %s, %s, %s)",
+                        (charge_id, idempotency_key, charge.order_id, charge.amount_cents),
+                    )
+                await connection.execute(
+                    """UPDATE idempotency_key SET state = 'done', response_status = %s, response_body = %s,
+                                                  completed_at = now() WHERE key = %s""",
+                    (status, Jsonb(body), idempotency_key),
+                )
+        REQUESTS.labels("declined" if declined else "charged").inc()
+        if charge_id and state.take_timeout_after_charge():
+            REQUESTS.labels("timeout_after_charge").inc()
+            await asyncio.sleep(state.faults.timeout_seconds)  # charged; the caller gives up waiting
+        return JSONResponse(body, status_code=status)
+
+    @app.get("/v1/charges", tags=["charges"])
+    async def list_charges(
+        order_id: Annotated[str | None, Query(max_length=255)] = None,
+    ) -> list[dict[str, Any]]:
+        """The ledger, or one order's charges."""
+        async with pool.connection() as connection:
+            cursor = await connection.execute(
+                """SELECT charge_id, idempotency_key, order_id, amount_cents, created_at FROM charge
+                    WHERE %(order)s::text IS NULL OR order_id = %(order)s ORDER BY created_at""",
+                {"order": order_id},
+            )
+            rows = await cursor.fetchall()
+        return [
+            {
+                "charge_id": r[0],
+                "idempotency_key": r[1],
+                "order_id": r[2],
+                "amount_cents": r[3],
+                "created_at": r[4].isoformat(),
+            }
+            for r in rows
+        ]
+
+    @app.get("/admin/faults", tags=["faults"])
+    async def get_faults() -> ProviderFaults:
+        return state.faults
+
+    @app.put("/admin/faults", tags=["faults"])
+    async def set_faults(faults: ProviderFaults) -> ProviderFaults:
+        """Replace the injected faults."""
+        state.faults = faults
+        return state.faults
+
+    @app.delete("/admin/faults", tags=["faults"])
+    async def reset_faults() -> ProviderFaults:
+        state.faults = ProviderFaults()
+        return state.faults
+
+    return app
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": code, "message": message}}, status_code=status)
+
+
+async def _purge_expired_keys(pool: AsyncConnectionPool) -> None:
+    """Keys are kept 24 hours; a charge keeps its key for the ledger's sake."""
+    while True:
+        await asyncio.sleep(600)
+        try:
+            async with pool.connection() as connection:
+                await connection.execute(
+                    """DELETE FROM idempotency_key k WHERE created_at < now() - interval '24 hours'
+                        AND NOT EXISTS (SELECT 1 FROM charge c WHERE c.idempotency_key = k.key)"""
+                )
+        except Exception:  # the next round tries again
+            continue

@@ -1,0 +1,113 @@
+"""The saga end to end, on a running system of its own: 300 orders with mixed outcomes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from services.orders.load import place_orders
+from services.saga_contract import CATALOG
+from services.settings import Settings
+from services.topology import database
+from tests.support.launcher_run import LauncherRun
+from tests.support.waiting import wait_for
+
+FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
+ORDERS = 300
+
+
+@pytest.fixture(scope="module")
+def system() -> Iterator[tuple[LauncherRun, Settings]]:
+    run = LauncherRun()
+    result = run.launcher("up")
+    assert result.returncode == 0, result.stdout + result.stderr
+    try:
+        yield run, run.settings()
+    finally:
+        run.launcher("down")
+        run.remove()
+
+
+@pytest.fixture(scope="module")
+def saga(system: tuple[LauncherRun, Settings]) -> dict[str, dict[str, Any]]:
+    """Place the orders, wait until every one is final, return them by id with their lines."""
+    _, settings = system
+    api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
+    placed = place_orders(api, rate=100, count=ORDERS, seed=11, quiet=True)
+    assert not placed.failures and len(placed.order_ids) == ORDERS
+    with httpx.Client(base_url=api, timeout=10) as client:
+
+        def all_final() -> bool:
+            orders = client.get("/orders", params={"limit": 500}).json()
+            return sum(order["status"] in FINAL for order in orders) == ORDERS
+
+        wait_for(all_final, 240, f"all {ORDERS} orders to reach a final status", interval=0.5)
+        return {order_id: client.get(f"/orders/{order_id}").json() for order_id in placed.order_ids}
+
+
+def _rows(settings: Settings, database_name: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(settings.auditor_database_url(database(database_name))) as connection:
+        return connection.execute(query).fetchall()
+
+
+def test_300_orders_with_mixed_outcomes_all_reach_a_final_status(saga: dict[str, dict[str, Any]]) -> None:
+    statuses = Counter(order["status"] for order in saga.values())
+    assert set(statuses) == FINAL, statuses  # in stock, out of stock and declined: all three happened
+    for order in saga.values():
+        history = [entry["status_after"] for entry in order["history"]]
+        assert history[-1] == order["status"] or order["status"] in history
+
+
+def test_stock_is_conserved_and_sold_matches_the_confirmed_orders(
+    system: tuple[LauncherRun, Settings],
+    saga: dict[str, dict[str, Any]],
+) -> None:
+    _, settings = system
+    stock = {
+        row[0]: row[1:]
+        for row in _rows(settings, "inventory", "SELECT sku, initial, available, reserved, sold FROM stock")
+    }
+    assert set(stock) == set(CATALOG)
+    confirmed_quantities: Counter[str] = Counter()
+    for order in saga.values():
+        if order["status"] == "CONFIRMED":
+            for line in order["lines"]:
+                confirmed_quantities[line["sku"]] += line["quantity"]
+    for sku, (initial, available, reserved, sold) in stock.items():
+        assert initial == CATALOG[sku].initial_stock
+        assert available + reserved + sold == initial, sku
+        assert reserved == 0, f"{sku}: {reserved} units still reserved after every order is final"
+        assert sold == confirmed_quantities[sku], sku
+
+
+def test_exactly_one_charge_per_paid_order_and_none_for_any_other(
+    system: tuple[LauncherRun, Settings],
+    saga: dict[str, dict[str, Any]],
+) -> None:
+    _, settings = system
+    charges = httpx.get(f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}/v1/charges", timeout=10).json()
+    per_order = Counter(charge["order_id"] for charge in charges)
+    paid = {order_id for order_id, order in saga.items() if order["status"] == "CONFIRMED"}
+    assert set(per_order) == paid
+    assert set(per_order.values()) == {1}
+    for charge in charges:
+        assert charge["amount_cents"] == saga[charge["order_id"]]["amount_cents"]
+
+
+def test_exactly_one_email_per_confirmed_order_and_none_for_any_other(
+    system: tuple[LauncherRun, Settings],
+    saga: dict[str, dict[str, Any]],
+) -> None:
+    _, settings = system
+    messages = httpx.get(f"http://127.0.0.1:{settings.MAIL_PORT}/v1/messages", timeout=10).json()
+    per_order = Counter(message["order_id"] for message in messages)
+    confirmed = {order_id for order_id, order in saga.items() if order["status"] == "CONFIRMED"}
+    assert set(per_order) == confirmed
+    assert set(per_order.values()) == {1}
+    sales = _rows(settings, "notification", "SELECT order_id FROM sales_projection")
+    assert {row[0] for row in sales} == confirmed, "the second consumer of PaymentAuthorized applied each once"
