@@ -5,12 +5,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from infra.launcher.kafka_broker import ensure_topics
 from services import idempotent_consumer
@@ -21,7 +23,7 @@ from services.idempotent_consumer.processor import (
     MessageProcessor,
     ProcessorConfig,
 )
-from services.settings import Settings, with_credentials
+from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import SCHEMA
 
 RUNTIME_TESTS_DATABASE = "runtime_tests"
@@ -78,11 +80,12 @@ def make_processor(runtime_db: str) -> Iterator[ProcessorFactory]:
         handlers: dict[str, Handler],
         faults: FaultPoints | None = None,
         bulk_handlers: dict[str, BulkHandler] | None = None,
+        database_url: str | None = None,
         **config: Any,
     ) -> MessageProcessor:
         processor = MessageProcessor(
             ProcessorConfig(consumer_name=consumer_name, backoff_base_seconds=0.001, **config),
-            connect=lambda: psycopg.connect(runtime_db),
+            connect=lambda: psycopg.connect(database_url or runtime_db),
             handlers=handlers,
             faults=faults,
             bulk_handlers=bulk_handlers,
@@ -93,3 +96,21 @@ def make_processor(runtime_db: str) -> Iterator[ProcessorFactory]:
     yield make
     for processor in made:
         processor.close()
+
+
+def isolated_schema(runtime_db: str, *migrations: Path) -> str:
+    """A new schema in the runtime tests' database with these migrations applied; its URL sets
+    search_path to it, so the service's unqualified SQL runs there and nowhere else."""
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(runtime_db, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        connection.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
+        for migration in migrations:
+            connection.execute(migration.read_text())
+    return make_conninfo(runtime_db, options=f"-c search_path={schema}")
+
+
+def service_schema(runtime_db: str, service: str) -> str:
+    """A schema holding the runtime's tables and `service`'s own, as its database has them."""
+    own = sorted((PROJECT_ROOT / "services" / service / "migrations").glob("*.sql"))
+    return isolated_schema(runtime_db, *sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")), *own)

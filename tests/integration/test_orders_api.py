@@ -1,0 +1,87 @@
+"""The order API on the real orders database: validation a person can act on, Idempotency-Key,
+reads, and OpenAPI."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from services.orders.api import create_app
+from services.settings import Settings
+from services.topology import database
+
+ORDER = {
+    "customer_email": "ada@example.com",
+    "lines": [{"sku": "sku-espresso", "quantity": 2}],
+    "payment_method": "pm_card_visa",
+}
+
+
+@pytest.fixture(scope="module")
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings.service_database_url(database("orders")))) as test_client:
+        yield test_client
+
+
+def test_an_order_is_written_with_its_order_placed_event_in_the_outbox(
+    client: TestClient,
+    settings: Settings,
+) -> None:
+    response = client.post("/orders", json=ORDER)
+    assert response.status_code == 201
+    order = response.json()
+    assert order["status"] == "PLACED" and order["amount_cents"] == 4_800
+    with psycopg.connect(settings.service_database_url(database("orders"))) as connection:
+        row = connection.execute(
+            "SELECT event_type, topic, payload->>'amount_cents' FROM outbox WHERE aggregate_key = %s",
+            (order["order_id"],),
+        ).fetchone()
+    assert row == ("OrderPlaced", "orders.events", "4800")
+    assert client.get(f"/orders/{order['order_id']}").json()["lines"] == [
+        {"sku": "sku-espresso", "quantity": 2, "unit_price_cents": 2_400}
+    ]
+
+
+def test_the_same_idempotency_key_and_body_return_the_same_order(client: TestClient) -> None:
+    key = f"key-{uuid.uuid4()}"
+    first = client.post("/orders", json=ORDER, headers={"Idempotency-Key": key})
+    again = client.post("/orders", json=ORDER, headers={"Idempotency-Key": key})
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert first.json()["order_id"] == again.json()["order_id"]
+
+
+def test_the_same_idempotency_key_with_another_body_is_refused(client: TestClient) -> None:
+    key = f"key-{uuid.uuid4()}"
+    client.post("/orders", json=ORDER, headers={"Idempotency-Key": key})
+    other = client.post(
+        "/orders", json={**ORDER, "payment_method": "pm_card_declined"}, headers={"Idempotency-Key": key}
+    )
+    assert other.status_code == 422
+    assert "different request body" in other.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"lines": [{"sku": "sku-nope", "quantity": 1}]}, "unknown SKU 'sku-nope'; the catalog has"),
+        ({"lines": [{"sku": "sku-espresso", "quantity": 0}]}, "greater than or equal to 1"),
+        ({"lines": []}, "at least 1 item"),
+        ({"lines": [{"sku": "sku-kettle", "quantity": 1}] * 2}, "each SKU may appear on one line only"),
+        ({"customer_email": "not-an-email"}, "should match pattern"),
+        ({"payment_method": "cash"}, "pm_card_visa"),
+    ],
+)
+def test_a_bad_order_gets_a_422_that_says_what_to_fix(client: TestClient, change: dict[str, object], says: str) -> None:
+    response = client.post("/orders", json={**ORDER, **change})
+    assert response.status_code == 422
+    assert says in response.text
+
+
+def test_an_unknown_order_is_404_and_the_api_describes_itself(client: TestClient) -> None:
+    assert client.get(f"/orders/{uuid.uuid4()}").status_code == 404
+    schema = client.get("/openapi.json").json()
+    assert {"/orders", "/orders/{order_id}"} <= set(schema["paths"])
