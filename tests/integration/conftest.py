@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import psycopg
 import pytest
 from psycopg import sql
@@ -24,7 +25,9 @@ from services.idempotent_consumer.processor import (
     ProcessorConfig,
 )
 from services.settings import PROJECT_ROOT, Settings, with_credentials
+from services.topology import database
 from tests.support.ledger import SCHEMA
+from tests.support.sandboxes import running
 
 RUNTIME_TESTS_DATABASE = "runtime_tests"
 
@@ -114,3 +117,26 @@ def service_schema(runtime_db: str, service: str) -> str:
     """A schema holding the runtime's tables and `service`'s own, as its database has them."""
     own = sorted((PROJECT_ROOT / "services" / service / "migrations").glob("*.sql"))
     return isolated_schema(runtime_db, *sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")), *own)
+
+
+@pytest.fixture(scope="module")
+def provider(settings: Settings) -> Iterator[httpx.Client]:
+    """The payment-provider sandbox, running on the real payment_provider database."""
+    url = settings.service_database_url(database("payment_provider"))
+    with (
+        running("services.payment_provider", url, "PAYMENT_PROVIDER_HOST", "PAYMENT_PROVIDER_PORT") as base,
+        httpx.Client(base_url=base, timeout=10) as client,
+    ):
+        yield client
+        client.delete("/admin/faults")
+
+
+@pytest.fixture(scope="module")
+def mail(settings: Settings) -> Iterator[httpx.Client]:
+    """The mail sandbox, running on the real mail database."""
+    url = settings.service_database_url(database("mail"))
+    with (
+        running("services.mail", url, "MAIL_HOST", "MAIL_PORT") as base,
+        httpx.Client(base_url=base, timeout=10) as client,
+    ):
+        yield client

@@ -5,7 +5,6 @@ charges or mails twice and never strands the work."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import psycopg
@@ -23,25 +22,6 @@ from services.payment.handlers import HANDLERS as PAYMENT
 from services.settings import Settings
 from services.topology import database
 from tests.integration.conftest import ProcessorFactory, service_schema
-from tests.support.sandboxes import running
-
-
-@pytest.fixture(scope="module")
-def provider(settings: Settings) -> Iterator[httpx.Client]:
-    url = settings.service_database_url(database("payment_provider"))
-    with (
-        running("services.payment_provider", url, "PAYMENT_PROVIDER_HOST", "PAYMENT_PROVIDER_PORT") as base,
-        httpx.Client(base_url=base) as client,
-    ):
-        yield client
-        client.delete("/admin/faults")
-
-
-@pytest.fixture(scope="module")
-def mail(settings: Settings) -> Iterator[httpx.Client]:
-    url = settings.service_database_url(database("mail"))
-    with running("services.mail", url, "MAIL_HOST", "MAIL_PORT") as base, httpx.Client(base_url=base) as client:
-        yield client
 
 
 def _one(url: str, query: str, *parameters: object) -> tuple[object, ...]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import psycopg
@@ -12,29 +11,7 @@ import pytest
 
 from services.settings import Settings
 from services.topology import database
-from tests.support.sandboxes import running
 from tests.support.waiting import wait_for
-
-
-@pytest.fixture(scope="module")
-def provider(settings: Settings) -> Iterator[httpx.Client]:
-    url = settings.service_database_url(database("payment_provider"))
-    with (
-        running("services.payment_provider", url, "PAYMENT_PROVIDER_HOST", "PAYMENT_PROVIDER_PORT") as base,
-        httpx.Client(base_url=base, timeout=10) as client,
-    ):
-        yield client
-        client.delete("/admin/faults")
-
-
-@pytest.fixture(scope="module")
-def mail(settings: Settings) -> Iterator[httpx.Client]:
-    url = settings.service_database_url(database("mail"))
-    with (
-        running("services.mail", url, "MAIL_HOST", "MAIL_PORT") as base,
-        httpx.Client(base_url=base, timeout=10) as client,
-    ):
-        yield client
 
 
 def _charge(order_id: str, method: str = "pm_card_visa", amount: int = 1000) -> dict[str, object]:

@@ -21,18 +21,18 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_unpublished ON outbox (position) WHERE published_at IS NULL;
 CREATE INDEX IF NOT EXISTS outbox_published_at ON outbox (published_at) WHERE published_at IS NOT NULL;
 
--- Wake the relay at once: one notification per inserting statement, delivered at commit
--- (a rolled-back transaction notifies nobody).
-CREATE OR REPLACE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+-- NOTIFY the channel named by the trigger's argument, once per inserting statement, delivered at
+-- commit (a rolled-back transaction notifies nobody). The relay and the executors wake on it.
+CREATE OR REPLACE FUNCTION notify_channel() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('outbox', '');
+    PERFORM pg_notify(TG_ARGV[0], '');
     RETURN NULL;
 END;
 $$;
 
 DROP TRIGGER IF EXISTS outbox_notify ON outbox;
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
-    FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('outbox');
 
 -- The shared relay reads, marks and purges outbox rows, and nothing else.
 GRANT SELECT, UPDATE, DELETE ON outbox TO outbox_relay;

@@ -16,15 +16,10 @@ CREATE TABLE IF NOT EXISTS notification (
 );
 CREATE INDEX IF NOT EXISTS notification_pending ON notification (next_attempt_at) WHERE status = 'pending';
 
-CREATE OR REPLACE FUNCTION notification_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('notification', '');
-    RETURN NULL;
-END;
-$$;
+-- Wakes the executor (notify_channel comes with the runtime's migrations, applied first).
 DROP TRIGGER IF EXISTS notification_notify ON notification;
 CREATE TRIGGER notification_notify AFTER INSERT ON notification
-    FOR EACH STATEMENT EXECUTE FUNCTION notification_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('notification');
 
 -- A second consumer of PaymentAuthorized in this database, under its own consumer name.
 CREATE TABLE IF NOT EXISTS sales_projection (

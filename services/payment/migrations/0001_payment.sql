@@ -18,12 +18,7 @@ CREATE TABLE IF NOT EXISTS payment_attempt (
 );
 CREATE INDEX IF NOT EXISTS payment_attempt_pending ON payment_attempt (next_attempt_at) WHERE status = 'pending';
 
-CREATE OR REPLACE FUNCTION payment_attempt_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('payment_attempt', '');
-    RETURN NULL;
-END;
-$$;
+-- Wakes the executor (notify_channel comes with the runtime's migrations, applied first).
 DROP TRIGGER IF EXISTS payment_attempt_notify ON payment_attempt;
 CREATE TRIGGER payment_attempt_notify AFTER INSERT ON payment_attempt
-    FOR EACH STATEMENT EXECUTE FUNCTION payment_attempt_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('payment_attempt');
