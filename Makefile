@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck bench load \
+.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck bench load audit \
         lock venv clean-state
 
 help: ## Show this help
@@ -105,3 +105,6 @@ RATE ?= 20
 COUNT ?= 100
 load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
 	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)
+
+audit: venv ## Prove from the databases that nothing was lost or doubled (exit 1 on any anomaly)
+	@$(PY) -m services.chaos_panel.auditor

@@ -10,7 +10,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from prometheus_client import make_asgi_app
 
-from services.chaos_panel.health import database_checks, kafka_check
+from services.chaos_panel.auditor import audit, database_reader
+from services.chaos_panel.health import database_checks, kafka_check, per_database
 from services.settings import Settings
 from services.topology import CONSUMERS, DATABASES, EVENT_TOPICS
 
@@ -34,6 +35,10 @@ def create_app(settings: Settings) -> FastAPI:
             kafka_check(settings.kafka_bootstrap_servers),
             *database_checks(settings.DATABASE_URL),
         ]
+        verdict = None
+        if all(check.ok for check in checks) and settings.DATABASE_URL:
+            auditor_url = settings.DATABASE_URL
+            verdict = audit(database_reader(lambda name: per_database(auditor_url, name)))
         return TEMPLATES.TemplateResponse(
             request,
             "index.html",
@@ -43,6 +48,7 @@ def create_app(settings: Settings) -> FastAPI:
                 "databases": DATABASES,
                 "topics": EVENT_TOPICS,
                 "consumers": CONSUMERS,
+                "verdict": verdict,
             },
         )
 

@@ -20,14 +20,19 @@ class Check:
     detail: str
 
 
+def per_database(auditor_url: str, name: str) -> str:
+    """The auditor's URL (which names any one database) for the database called `name`."""
+    parts = urlsplit(auditor_url)
+    return with_credentials(auditor_url, parts.username or "", parts.password or "", name)
+
+
 def database_checks(auditor_url: str | None) -> list[Check]:
     """One check per service database, connecting as the read-only auditor."""
     if not auditor_url:
         return [Check("databases", False, "DATABASE_URL is not set")]
     checks = []
     for database in DATABASES:
-        parts = urlsplit(auditor_url)
-        url = with_credentials(auditor_url, parts.username or "", parts.password or "", database.name)
+        url = per_database(auditor_url, database.name)
         try:
             with psycopg.connect(url, connect_timeout=2) as connection:
                 tables = connection.execute(

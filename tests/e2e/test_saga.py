@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +12,7 @@ import httpx
 import psycopg
 import pytest
 
+from services.chaos_panel.auditor import Verdict, audit, database_reader, report
 from services.orders.load import place_orders
 from services.saga_contract import CATALOG
 from services.settings import Settings
@@ -111,3 +114,54 @@ def test_exactly_one_email_per_confirmed_order_and_none_for_any_other(
     assert set(per_order.values()) == {1}
     sales = _rows(settings, "notification", "SELECT order_id FROM sales_projection")
     assert {row[0] for row in sales} == confirmed, "the second consumer of PaymentAuthorized applied each once"
+
+
+def _audit(settings: Settings) -> Verdict:
+    return audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
+
+
+def test_the_auditor_finds_nothing_wrong_after_the_saga(
+    system: tuple[LauncherRun, Settings],
+    saga: dict[str, dict[str, Any]],
+) -> None:
+    _, settings = system
+    verdict = _audit(settings)
+    assert verdict.green, "\n".join(report(verdict))
+    assert verdict.checks["every order ends, as its ledgers say"] == ORDERS
+
+
+def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
+    system: tuple[LauncherRun, Settings],
+    saga: dict[str, dict[str, Any]],
+) -> None:
+    """Last in this module: it damages the data on purpose, as a broken consumer would."""
+    run, settings = system
+    confirmed = sorted(order_id for order_id, order in saga.items() if order["status"] == "CONFIRMED")
+    doubled, lost = confirmed[0], confirmed[1]
+    provider = settings.admin_database_url.rsplit("/", 1)[0] + "/payment_provider"
+    with psycopg.connect(provider) as connection:
+        connection.execute("INSERT INTO idempotency_key (key, request_hash, state) VALUES ('forged-key', 'x', 'done')")
+        connection.execute(
+            "INSERT INTO charge (charge_id, idempotency_key, order_id, amount_cents)"
+            " VALUES ('ch_forged', 'forged-key', %s, 1)",
+            (doubled,),
+        )
+    notification = settings.admin_database_url.rsplit("/", 1)[0] + "/notification"
+    with psycopg.connect(notification) as connection:
+        connection.execute("DELETE FROM sales_projection WHERE order_id = %s", (lost,))
+
+    verdict = _audit(settings)
+    found = {(anomaly.invariant, anomaly.subject) for anomaly in verdict.anomalies}
+    assert ("at most one charge per order", doubled) in found
+    assert ("a confirmed order was charged and mailed once", doubled) in found
+    assert ("sales-projection-v1: every marker has its effect and every effect its marker", lost) in found
+    result = subprocess.run(
+        [sys.executable, "-m", "services.chaos_panel.auditor"],
+        env=run.environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert f"at most one charge per order: {doubled}" in result.stdout

@@ -25,7 +25,6 @@ from services.idempotent_consumer.processor import (
     ProcessorConfig,
 )
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from services.topology import database
 from tests.support.ledger import SCHEMA
 from tests.support.sandboxes import running
 
@@ -119,24 +118,31 @@ def service_schema(runtime_db: str, service: str) -> str:
     return isolated_schema(runtime_db, *sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")), *own)
 
 
+@dataclass
+class Sandbox:
+    client: httpx.Client
+    database_url: str
+    """Its schema of its own in the runtime tests' database: the demo's ledgers stay untouched."""
+
+
 @pytest.fixture(scope="module")
-def provider(settings: Settings) -> Iterator[httpx.Client]:
-    """The payment-provider sandbox, running on the real payment_provider database."""
-    url = settings.service_database_url(database("payment_provider"))
+def provider(runtime_db: str) -> Iterator[Sandbox]:
+    """The payment-provider sandbox as a real process, on a schema of its own."""
+    url = isolated_schema(runtime_db, *sorted((PROJECT_ROOT / "services/payment_provider/migrations").glob("*.sql")))
     with (
         running("services.payment_provider", url, "PAYMENT_PROVIDER_HOST", "PAYMENT_PROVIDER_PORT") as base,
         httpx.Client(base_url=base, timeout=10) as client,
     ):
-        yield client
+        yield Sandbox(client, url)
         client.delete("/admin/faults")
 
 
 @pytest.fixture(scope="module")
-def mail(settings: Settings) -> Iterator[httpx.Client]:
-    """The mail sandbox, running on the real mail database."""
-    url = settings.service_database_url(database("mail"))
+def mail(runtime_db: str) -> Iterator[Sandbox]:
+    """The mail sandbox as a real process, on a schema of its own."""
+    url = isolated_schema(runtime_db, *sorted((PROJECT_ROOT / "services/mail/migrations").glob("*.sql")))
     with (
         running("services.mail", url, "MAIL_HOST", "MAIL_PORT") as base,
         httpx.Client(base_url=base, timeout=10) as client,
     ):
-        yield client
+        yield Sandbox(client, url)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 
-import httpx
 import psycopg
 import pytest
 
@@ -21,7 +20,7 @@ from services.payment import executor
 from services.payment.handlers import HANDLERS as PAYMENT
 from services.settings import Settings
 from services.topology import database
-from tests.integration.conftest import ProcessorFactory, service_schema
+from tests.integration.conftest import ProcessorFactory, Sandbox, service_schema
 
 
 def _one(url: str, query: str, *parameters: object) -> tuple[object, ...]:
@@ -111,7 +110,7 @@ def _pending_payment(url: str, order: str, method: str = "pm_card_visa") -> None
 
 def test_a_crash_between_the_provider_call_and_its_record_charges_once_and_strands_nothing(
     runtime_db: str,
-    provider: httpx.Client,
+    provider: Sandbox,
 ) -> None:
     url, order = service_schema(runtime_db, "payment"), f"order-{uuid.uuid4()}"
     _pending_payment(url, order)
@@ -119,45 +118,45 @@ def test_a_crash_between_the_provider_call_and_its_record_charges_once_and_stran
     faults.arm(executor.AFTER_CALL, FaultAction.RAISE)
     with psycopg.connect(url, autocommit=True) as connection:
         with pytest.raises(InjectedFault):
-            executor.take_one(connection, faults, provider)
+            executor.take_one(connection, faults, provider.client)
         assert _one(url, "SELECT status FROM payment_attempt WHERE order_id = %s", order) == ("pending",)
-        assert executor.take_one(connection, faults, provider)  # the same call again, the same key
+        assert executor.take_one(connection, faults, provider.client)  # the same call again, the same key
     assert _one(url, "SELECT status FROM payment_attempt WHERE order_id = %s", order) == ("authorized",)
-    assert len(provider.get("/v1/charges", params={"order_id": order}).json()) == 1
+    assert len(provider.client.get("/v1/charges", params={"order_id": order}).json()) == 1
     assert _outbox_types(url, order) == [contract.PAYMENT_AUTHORIZED]
 
 
 def test_a_provider_timeout_after_charging_is_retried_with_the_same_key_into_one_charge(
     runtime_db: str,
-    provider: httpx.Client,
+    provider: Sandbox,
 ) -> None:
     url, order = service_schema(runtime_db, "payment"), f"order-{uuid.uuid4()}"
     _pending_payment(url, order)
-    provider.put(
+    provider.client.put(
         "/admin/faults", json={"timeout_after_charge": 1, "timeout_seconds": executor.CALL_TIMEOUT_SECONDS + 1}
     )
     try:
         with psycopg.connect(url, autocommit=True) as connection:
-            assert executor.take_one(connection, FaultPoints(), provider)
+            assert executor.take_one(connection, FaultPoints(), provider.client)
     finally:
-        provider.delete("/admin/faults")
+        provider.client.delete("/admin/faults")
     assert _one(url, "SELECT status FROM payment_attempt WHERE order_id = %s", order) == ("authorized",)
-    assert len(provider.get("/v1/charges", params={"order_id": order}).json()) == 1
+    assert len(provider.client.get("/v1/charges", params={"order_id": order}).json()) == 1
 
 
-def test_a_declined_card_fails_the_payment_and_charges_nothing(runtime_db: str, provider: httpx.Client) -> None:
+def test_a_declined_card_fails_the_payment_and_charges_nothing(runtime_db: str, provider: Sandbox) -> None:
     url, order = service_schema(runtime_db, "payment"), f"order-{uuid.uuid4()}"
     _pending_payment(url, order, method="pm_card_declined")
     with psycopg.connect(url, autocommit=True) as connection:
-        assert executor.take_one(connection, FaultPoints(), provider)
+        assert executor.take_one(connection, FaultPoints(), provider.client)
     assert _one(url, "SELECT status FROM payment_attempt WHERE order_id = %s", order) == ("declined",)
-    assert provider.get("/v1/charges", params={"order_id": order}).json() == []
+    assert provider.client.get("/v1/charges", params={"order_id": order}).json() == []
     assert _outbox_types(url, order) == [contract.PAYMENT_FAILED]
 
 
 def test_a_crash_between_sending_the_mail_and_its_record_sends_one_message(
     runtime_db: str,
-    mail: httpx.Client,
+    mail: Sandbox,
 ) -> None:
     url, order = service_schema(runtime_db, "notification"), f"order-{uuid.uuid4()}"
     with psycopg.connect(url) as connection, connection.transaction():
@@ -173,9 +172,9 @@ def test_a_crash_between_sending_the_mail_and_its_record_sends_one_message(
     faults.arm(dispatcher.AFTER_SEND, FaultAction.RAISE)
     with psycopg.connect(url, autocommit=True) as connection:
         with pytest.raises(InjectedFault):
-            dispatcher.take_one(connection, faults, mail)
-        assert dispatcher.take_one(connection, faults, mail)
-    [message] = mail.get("/v1/messages", params={"order_id": order}).json()
+            dispatcher.take_one(connection, faults, mail.client)
+        assert dispatcher.take_one(connection, faults, mail.client)
+    [message] = mail.client.get("/v1/messages", params={"order_id": order}).json()
     assert message["deliveries"] == 2  # sent twice with one key: stored once
     assert _one(url, "SELECT status FROM notification WHERE order_id = %s", order) == ("sent",)
     assert _outbox_types(url, order) == [contract.NOTIFICATION_SENT]

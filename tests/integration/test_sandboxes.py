@@ -9,8 +9,7 @@ import httpx
 import psycopg
 import pytest
 
-from services.settings import Settings
-from services.topology import database
+from tests.integration.conftest import Sandbox
 from tests.support.waiting import wait_for
 
 
@@ -23,46 +22,46 @@ def _charges(client: httpx.Client, order_id: str) -> list[dict[str, object]]:
     return charges
 
 
-def test_the_same_key_and_body_replays_the_stored_response_and_charges_once(provider: httpx.Client) -> None:
+def test_the_same_key_and_body_replays_the_stored_response_and_charges_once(provider: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
-    first = provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
-    again = provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
+    first = provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
+    again = provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
     assert first.status_code == again.status_code == 200
     assert first.json() == again.json()
     assert again.headers["Idempotent-Replayed"] == "true"
-    assert len(_charges(provider, order)) == 1
+    assert len(_charges(provider.client, order)) == 1
 
 
-def test_a_decline_is_replayed_as_it_was_and_charges_nothing(provider: httpx.Client) -> None:
+def test_a_decline_is_replayed_as_it_was_and_charges_nothing(provider: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
     body = _charge(order, method="pm_card_declined")
-    first = provider.post("/v1/charges", json=body, headers={"Idempotency-Key": key})
-    again = provider.post("/v1/charges", json=body, headers={"Idempotency-Key": key})
+    first = provider.client.post("/v1/charges", json=body, headers={"Idempotency-Key": key})
+    again = provider.client.post("/v1/charges", json=body, headers={"Idempotency-Key": key})
     assert first.status_code == again.status_code == 402
     assert again.json()["error"]["code"] == "card_declined"
-    assert _charges(provider, order) == []
+    assert _charges(provider.client, order) == []
 
 
-def test_the_same_key_with_another_body_is_an_idempotency_error(provider: httpx.Client) -> None:
+def test_the_same_key_with_another_body_is_an_idempotency_error(provider: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
-    provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
-    other = provider.post("/v1/charges", json=_charge(order, amount=999), headers={"Idempotency-Key": key})
+    provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
+    other = provider.client.post("/v1/charges", json=_charge(order, amount=999), headers={"Idempotency-Key": key})
     assert other.status_code == 422
     assert other.json()["error"]["type"] == "idempotency_error"
 
 
-def test_the_same_key_while_the_first_request_runs_is_409(provider: httpx.Client, settings: Settings) -> None:
+def test_the_same_key_while_the_first_request_runs_is_409(provider: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
-    provider.put("/admin/faults", json={"latency_ms": 3000})
+    provider.client.put("/admin/faults", json={"latency_ms": 3000})
     results: list[int] = []
     first = threading.Thread(
         target=lambda: results.append(
-            provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code
+            provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code
         )
     )
     first.start()
     try:
-        with psycopg.connect(settings.service_database_url(database("payment_provider"))) as connection:
+        with psycopg.connect(provider.database_url) as connection:
             wait_for(
                 lambda: (
                     connection.execute("SELECT state FROM idempotency_key WHERE key = %s", (key,)).fetchone()
@@ -71,52 +70,55 @@ def test_the_same_key_while_the_first_request_runs_is_409(provider: httpx.Client
                 10,
                 "the first request to be in flight",
             )
-        concurrent = provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
+        concurrent = provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
         assert concurrent.status_code == 409
     finally:
-        provider.delete("/admin/faults")
+        provider.client.delete("/admin/faults")
         first.join(30)
     assert results == [200]
-    assert len(_charges(provider, order)) == 1
+    assert len(_charges(provider.client, order)) == 1
 
 
-def test_a_500_stores_nothing_and_the_retry_is_processed_afresh(provider: httpx.Client) -> None:
+def test_a_500_stores_nothing_and_the_retry_is_processed_afresh(provider: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
-    provider.put("/admin/faults", json={"error_rate": 1.0})
+    provider.client.put("/admin/faults", json={"error_rate": 1.0})
     try:
-        assert provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code == 500
+        assert (
+            provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code
+            == 500
+        )
     finally:
-        provider.delete("/admin/faults")
-    assert provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code == 200
-    assert len(_charges(provider, order)) == 1
+        provider.client.delete("/admin/faults")
+    assert provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code == 200
+    assert len(_charges(provider.client, order)) == 1
 
 
-def test_a_timeout_after_charging_then_a_retry_with_the_same_key_is_one_charge(provider: httpx.Client) -> None:
+def test_a_timeout_after_charging_then_a_retry_with_the_same_key_is_one_charge(provider: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
-    provider.put("/admin/faults", json={"timeout_after_charge": 1, "timeout_seconds": 3})
+    provider.client.put("/admin/faults", json={"timeout_after_charge": 1, "timeout_seconds": 3})
     try:
         with pytest.raises(httpx.ReadTimeout):
-            provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}, timeout=1)
+            provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}, timeout=1)
     finally:
-        provider.delete("/admin/faults")
-    retried = provider.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
+        provider.client.delete("/admin/faults")
+    retried = provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
     assert retried.status_code == 200
-    [charge] = _charges(provider, order)
+    [charge] = _charges(provider.client, order)
     assert charge["charge_id"] == retried.json()["id"]
 
 
-def test_a_request_without_an_idempotency_key_is_refused(provider: httpx.Client) -> None:
-    assert provider.post("/v1/charges", json=_charge("order-x")).status_code == 422
+def test_a_request_without_an_idempotency_key_is_refused(provider: Sandbox) -> None:
+    assert provider.client.post("/v1/charges", json=_charge("order-x")).status_code == 422
 
 
-def test_the_mail_sandbox_stores_a_message_once_per_key_and_shows_it_in_the_inbox(mail: httpx.Client) -> None:
+def test_the_mail_sandbox_stores_a_message_once_per_key_and_shows_it_in_the_inbox(mail: Sandbox) -> None:
     order, key = f"order-{uuid.uuid4()}", f"mail-{uuid.uuid4()}"
     body = {"recipient": "ada@example.com", "subject": f"Confirmed {order[:14]}", "body": "Thanks", "order_id": order}
-    first = mail.post("/v1/messages", json=body, headers={"Idempotency-Key": key})
-    again = mail.post("/v1/messages", json=body, headers={"Idempotency-Key": key})
+    first = mail.client.post("/v1/messages", json=body, headers={"Idempotency-Key": key})
+    again = mail.client.post("/v1/messages", json=body, headers={"Idempotency-Key": key})
     assert (first.status_code, first.json()["duplicate"]) == (202, False)
     assert (again.status_code, again.json()["duplicate"]) == (202, True)
-    [message] = mail.get("/v1/messages", params={"order_id": order}).json()
+    [message] = mail.client.get("/v1/messages", params={"order_id": order}).json()
     assert message["deliveries"] == 2
-    inbox = mail.get("/")
+    inbox = mail.client.get("/")
     assert inbox.status_code == 200 and f"Confirmed {order[:14]}" in inbox.text

@@ -1,0 +1,277 @@
+"""The auditor: proves from the databases and the sandboxes' ledgers that nothing was lost and
+nothing doubled. `make audit` prints the verdict and exits 1 on any anomaly; the panel shows it.
+
+It reads through the read-only `auditor` role. Each check names the invariant it holds, and each
+anomaly the order (or SKU) and the evidence.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from services import saga_contract as contract
+from services.settings import Settings
+from services.topology import database
+
+FINAL = ("CONFIRMED", "REJECTED", "CANCELLED")
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    invariant: str
+    subject: str
+    evidence: str
+
+
+@dataclass
+class Verdict:
+    anomalies: list[Anomaly] = field(default_factory=list)
+    checks: dict[str, int] = field(default_factory=dict)
+    """Invariant -> how many things it looked at."""
+
+    @property
+    def green(self) -> bool:
+        return not self.anomalies
+
+    def flag(self, invariant: str, subject: str, evidence: str) -> None:
+        self.anomalies.append(Anomaly(invariant, subject, evidence))
+
+
+Query = Callable[[str, str], list[tuple[Any, ...]]]
+"""(database name, SQL) -> rows."""
+
+
+def database_reader(url_of: Callable[[str], str]) -> Query:
+    def query(name: str, sql: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(url_of(name), connect_timeout=5) as connection:
+            return connection.execute(sql).fetchall()
+
+    return query
+
+
+def audit(
+    query: Query, stuck_after: timedelta = timedelta(seconds=60), unpublished_after: timedelta = timedelta(seconds=30)
+) -> Verdict:
+    """Check every invariant; return the verdict."""
+    verdict = Verdict()
+    _stock(query, verdict)
+    _events_emitted_once(query, verdict)
+    charges = _charges(query, verdict)
+    emails = _emails(query, verdict)
+    _orders(query, verdict, charges, emails, stuck_after)
+    _markers_and_effects(query, verdict)
+    _outboxes_published(query, verdict, unpublished_after)
+    return verdict
+
+
+def _stock(query: Query, verdict: Verdict) -> None:
+    """available + reserved + sold = initial; reserved and sold agree with the reservations."""
+    held: dict[tuple[str, str], int] = defaultdict(int)
+    for sku, status, quantity in query("inventory", "SELECT sku, status, sum(quantity) FROM reservation GROUP BY 1, 2"):
+        held[(sku, status)] = int(quantity)
+    rows = query("inventory", "SELECT sku, initial, available, reserved, sold FROM stock")
+    verdict.checks["stock conserved"] = len(rows)
+    for sku, initial, available, reserved, sold in rows:
+        if available + reserved + sold != initial:
+            verdict.flag(
+                "stock conserved", sku, f"available {available} + reserved {reserved} + sold {sold} ≠ initial {initial}"
+            )
+        if reserved != held[(sku, "reserved")] or sold != held[(sku, "sold")]:
+            verdict.flag(
+                "stock matches its reservations",
+                sku,
+                f"stock says reserved {reserved}, sold {sold}; reservations say "
+                f"{held[(sku, 'reserved')]}, {held[(sku, 'sold')]}",
+            )
+
+
+def _events_emitted_once(query: Query, verdict: Verdict) -> None:
+    """Each consumer's effect, its event included, happens once per order: a second one means a
+    delivery was applied twice."""
+    per_service = {
+        "inventory": (contract.INVENTORY_RESERVED, contract.INVENTORY_RESERVATION_FAILED),
+        "payment": (contract.PAYMENT_AUTHORIZED, contract.PAYMENT_FAILED),
+        "notification": (contract.NOTIFICATION_SENT,),
+    }
+    for service, types in per_service.items():
+        names = ", ".join(f"'{t}'" for t in types)
+        rows = query(service, f"SELECT aggregate_key, count(*) FROM outbox WHERE event_type IN ({names}) GROUP BY 1")
+        verdict.checks[f"{service} decides once per order"] = len(rows)
+        for order_id, count in rows:
+            if count > 1:
+                verdict.flag(
+                    f"{service} decides once per order", order_id, f"{count} {' or '.join(types)} events for one order"
+                )
+
+
+def _charges(query: Query, verdict: Verdict) -> Counter[str]:
+    charges: Counter[str] = Counter(row[0] for row in query("payment_provider", "SELECT order_id FROM charge"))
+    verdict.checks["at most one charge per order"] = len(charges)
+    for order_id, count in charges.items():
+        if count > 1:
+            verdict.flag("at most one charge per order", order_id, f"{count} charges in the provider's ledger")
+    return charges
+
+
+def _emails(query: Query, verdict: Verdict) -> Counter[str]:
+    emails: Counter[str] = Counter(
+        row[0] for row in query("mail", "SELECT order_id FROM mail_message WHERE order_id IS NOT NULL")
+    )
+    verdict.checks["at most one email per order"] = len(emails)
+    for order_id, count in emails.items():
+        if count > 1:
+            verdict.flag("at most one email per order", order_id, f"{count} emails in the mail sandbox")
+    return emails
+
+
+def _orders(
+    query: Query, verdict: Verdict, charges: Counter[str], emails: Counter[str], stuck_after: timedelta
+) -> None:
+    """Every order ends, and its ending agrees with the ledgers."""
+    rows = query(
+        "orders",
+        f"""SELECT order_id, status, now() - created_at > interval '{int(stuck_after.total_seconds())}
+                                  seconds' FROM customer_order""",
+    )
+    verdict.checks["every order ends, as its ledgers say"] = len(rows)
+    known = set()
+    for order_id, status, old in rows:
+        known.add(order_id)
+        if status not in FINAL and old:
+            verdict.flag("no saga stuck", order_id, f"still {status} after {stuck_after}")
+        if status == "CONFIRMED" and (charges[order_id], emails[order_id]) != (1, 1):
+            verdict.flag(
+                "a confirmed order was charged and mailed once",
+                order_id,
+                f"{charges[order_id]} charge(s), {emails[order_id]} email(s)",
+            )
+        if status in ("REJECTED", "CANCELLED") and (charges[order_id] or emails[order_id]):
+            verdict.flag(
+                f"a {status.lower()} order was neither charged nor mailed",
+                order_id,
+                f"{charges[order_id]} charge(s), {emails[order_id]} email(s)",
+            )
+    for order_id in (set(charges) | set(emails)) - known:
+        verdict.flag("every charge and email belongs to an order", order_id, "no such order")
+
+
+def _markers_and_effects(query: Query, verdict: Verdict) -> None:
+    """A marker without its business effect lost the change; an effect without its marker will
+    be applied again on the next redelivery."""
+    placed = {
+        row[0]: row[1]
+        for row in query(
+            "orders", f"SELECT message_id, aggregate_key FROM outbox WHERE event_type = '{contract.ORDER_PLACED}'"
+        )
+    }
+    reserved = {
+        row[0]: row[1]
+        for row in query(
+            "inventory",
+            f"SELECT message_id, aggregate_key FROM outbox WHERE event_type = '{contract.INVENTORY_RESERVED}'",
+        )
+    }
+    authorized = {
+        row[0]: row[1]
+        for row in query(
+            "payment",
+            f"SELECT message_id, aggregate_key FROM outbox WHERE event_type = '{contract.PAYMENT_AUTHORIZED}'",
+        )
+    }
+    decided = {
+        row[0]
+        for row in query(
+            "inventory",
+            f"""
+        SELECT aggregate_key FROM outbox WHERE event_type IN
+            ('{contract.INVENTORY_RESERVED}', '{contract.INVENTORY_RESERVATION_FAILED}')""",
+        )
+    }
+    pairs = (
+        ("inventory", "inventory-reservation-v1", placed, decided),
+        (
+            "payment",
+            "payment-authorization-v1",
+            reserved,
+            {row[0] for row in query("payment", "SELECT order_id FROM payment_attempt")},
+        ),
+        (
+            "notification",
+            "notification-dispatch-v1",
+            authorized,
+            {row[0] for row in query("notification", "SELECT order_id FROM notification")},
+        ),
+        (
+            "notification",
+            "sales-projection-v1",
+            authorized,
+            {row[0] for row in query("notification", "SELECT order_id FROM sales_projection")},
+        ),
+    )
+    for service, consumer, events, effects in pairs:
+        marked = {
+            row[0]
+            for row in query(
+                service,
+                f"""
+            SELECT message_id FROM processed_message WHERE consumer_name = '{consumer}'""",
+            )
+        }
+        invariant = f"{consumer}: every marker has its effect and every effect its marker"
+        verdict.checks[invariant] = len(events)
+        orders_marked = {events[m] for m in marked if m in events}
+        orders_with_event = set(events.values())
+        for order_id in sorted(orders_marked - effects):
+            verdict.flag(invariant, order_id, "marker committed, business effect missing")
+        for order_id in sorted((effects & orders_with_event) - orders_marked):
+            verdict.flag(invariant, order_id, "business effect committed, marker missing")
+
+
+def _outboxes_published(query: Query, verdict: Verdict, after: timedelta) -> None:
+    for service in ("orders", "inventory", "payment", "notification"):
+        rows = query(
+            service,
+            f"""SELECT aggregate_key, event_type, last_error FROM outbox WHERE published_at IS NULL
+                                   AND created_at < now() - interval '{int(after.total_seconds())} seconds'""",
+        )
+        verdict.checks[f"{service} outbox published"] = len(rows)
+        for order_id, event_type, error in rows:
+            verdict.flag(
+                "every outbox row is published",
+                order_id,
+                f"{service}: {event_type} unpublished after {after}" + (f" ({error})" if error else ""),
+            )
+
+
+def report(verdict: Verdict) -> Iterable[str]:
+    """The verdict as lines of text, anomalies first."""
+    yield (
+        "AUDIT: GREEN — nothing lost, nothing doubled"
+        if verdict.green
+        else (f"AUDIT: RED — {len(verdict.anomalies)} anomal{'y' if len(verdict.anomalies) == 1 else 'ies'}")
+    )
+    for anomaly in verdict.anomalies:
+        yield f"  ✗ {anomaly.invariant}: {anomaly.subject}: {anomaly.evidence}"
+    failing = {anomaly.invariant for anomaly in verdict.anomalies}
+    for invariant, count in verdict.checks.items():
+        if invariant not in failing:
+            yield f"  ✓ {invariant} ({count} checked)"
+
+
+def main() -> int:
+    settings = Settings()
+    verdict = audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
+    for line in report(verdict):
+        print(line)
+    return 0 if verdict.green else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
