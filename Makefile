@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down status logs test test-unit test-integration test-e2e lint typecheck bench load audit \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e lint typecheck bench load audit \
         lock venv clean-state
 
 help: ## Show this help
@@ -58,6 +58,9 @@ down: venv ## Stop everything `make up` started
 ifeq ($(DOCKER_ENGINE),yes)
 	$(COMPOSE) down
 endif
+
+restart: venv ## Restart the platform's processes after a code change (native path)
+	@$(LAUNCHER) restart
 
 status: venv ## Show each process and whether it runs
 ifeq ($(DOCKER_ENGINE),yes)

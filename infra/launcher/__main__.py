@@ -42,6 +42,14 @@ def _down(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+def _restart(settings: Settings, _: argparse.Namespace) -> int:
+    if not stack.restart(settings, _say):
+        print("effectively-once: not running (`make up` starts it).")
+        return 3
+    print("effectively-once: every platform process restarted and healthy.")
+    return 0
+
+
 def _status(settings: Settings, _: argparse.Namespace) -> int:
     rows = stack.status(settings)
     if not rows:
@@ -79,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(run=_up)
     commands.add_parser("down", help="stop everything the launcher started").set_defaults(run=_down)
     commands.add_parser("status", help="each supervised process").set_defaults(run=_status)
+    commands.add_parser("restart", help="restart the platform's processes (after a code change)").set_defaults(
+        run=_restart
+    )
     logs = commands.add_parser("logs", help="the processes' logs")
     logs.add_argument("-f", "--follow", action="store_true")
     logs.add_argument("-n", "--lines", type=int, default=40)

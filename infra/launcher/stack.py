@@ -146,6 +146,21 @@ def urls(settings: Settings, with_platform: bool = True) -> dict[str, str]:
     return shown
 
 
+def restart(settings: Settings, say: Say) -> bool:
+    """Restart the platform's processes (not PostgreSQL or Kafka), e.g. after a code change."""
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    if not supervisor.is_running():
+        return False
+    platform = processes.platform_programs(settings)
+    for program in platform:
+        say(f"restarting {program.name}")
+        supervisor.stop(program.name)
+        supervisor.start(program.name, wait=False)
+    for program in platform:
+        _wait_healthy(supervisor, program)
+    return True
+
+
 def down(settings: Settings, say: Say) -> bool:
     """Stop everything the launcher started; False when nothing was running."""
     supervisor = Supervisor(settings.EO_STATE_DIR)

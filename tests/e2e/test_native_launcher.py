@@ -70,6 +70,17 @@ def test_a_supervised_process_killed_with_sigkill_is_back_within_seconds(run: La
         pytest.fail(f"chaos-panel was not back within 10 s: {supervisor.info('chaos-panel')}")
 
 
+def test_restart_replaces_every_platform_process_and_leaves_the_infrastructure_alone(run: LauncherRun) -> None:
+    supervisor = Supervisor(run.state_dir)
+    before = {info["name"]: info["pid"] for info in supervisor.all_info()}
+    result = run.launcher("restart")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = {info["name"]: (info["pid"], info["statename"]) for info in supervisor.all_info()}
+    for name in (p.name for p in platform_programs(run.settings())):
+        assert after[name][1] == "RUNNING" and after[name][0] != before[name], name
+    assert after["kafka"][0] == before["kafka"] and after["postgres"][0] == before["postgres"]
+
+
 def test_down_leaves_no_process_and_no_bound_port(run: LauncherRun) -> None:
     result = run.launcher("down")
     assert result.returncode == 0, result.stderr
