@@ -184,3 +184,33 @@ def test_the_inventory_seed_is_the_catalog(settings: Settings) -> None:
     with psycopg.connect(settings.auditor_database_url(database("inventory"))) as connection:
         stock = {row[0]: row[1] for row in connection.execute("SELECT sku, initial FROM stock")}
     assert stock == {sku: product.initial_stock for sku, product in contract.CATALOG.items()}
+
+
+def test_a_mail_failure_leaves_the_notification_pending_with_its_error_until_a_later_send(
+    runtime_db: str,
+    mail: Sandbox,
+) -> None:
+    url, order = service_schema(runtime_db, "notification"), f"order-{uuid.uuid4()}"
+    with psycopg.connect(url) as connection, connection.transaction():
+        DISPATCH_HANDLERS[contract.PAYMENT_AUTHORIZED](
+            Envelope.new(
+                contract.PAYMENT_AUTHORIZED,
+                order,
+                {"order_id": order, "amount_cents": 4800, "customer_email": "ada@example.com"},
+            ),
+            connection,
+        )
+    mail.client.put("/admin/faults", json={"failure_rate": 1.0})
+    try:
+        with psycopg.connect(url, autocommit=True) as connection:
+            assert dispatcher.take_one(connection, FaultPoints(), mail.client)
+    finally:
+        mail.client.delete("/admin/faults")
+    status, error = _one(url, "SELECT status, last_error FROM notification WHERE order_id = %s", order)
+    assert (status, error) == ("pending", "HTTP 503")
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("UPDATE notification SET next_attempt_at = now() WHERE order_id = %s", (order,))
+        assert dispatcher.take_one(connection, FaultPoints(), mail.client)
+    assert _one(url, "SELECT status FROM notification WHERE order_id = %s", order) == ("sent",)
+    assert len(mail.client.get("/v1/messages", params={"order_id": order}).json()) == 1
+    assert _outbox_types(url, order) == [contract.NOTIFICATION_SENT]
