@@ -9,18 +9,21 @@ committed before the partitions go (revoke); when partitions are lost, nothing i
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from services.idempotent_consumer import metrics
 from services.idempotent_consumer.dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
 from services.idempotent_consumer.envelope import Envelope, PoisonMessage, decode
 from services.idempotent_consumer.outcomes import Outcome, Strategy
 from services.idempotent_consumer.processor import MessageProcessor, TerminalFailure
+from services.idempotent_consumer.telemetry import ids
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +86,7 @@ class ConsumerLoop:
         self._on_close = on_close
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
+        self._rewinds: queue.Queue[tuple[int | None, Future[list[dict[str, Any]]]]] = queue.Queue()
         self._retry_round = 0
         self.handled = 0
         """Deliveries acknowledged so far (committed or dead-lettered)."""
@@ -90,6 +94,54 @@ class ConsumerLoop:
     def stop(self) -> None:
         """Finish the message in hand, then leave (SIGTERM calls this)."""
         self._stopping = True
+
+    def request_rewind(self, to_timestamp_ms: int | None = None) -> Future[list[dict[str, Any]]]:
+        """Ask the loop to seek its partitions back: to the beginning, or to the first message
+        at or after `to_timestamp_ms`. Everything after is delivered again, for real.
+
+        A group's committed offsets cannot be changed from outside while it has members, so the
+        members move themselves; the future resolves with the partitions and their new offsets.
+        """
+        future: Future[list[dict[str, Any]]] = Future()
+        self._rewinds.put((to_timestamp_ms, future))
+        return future
+
+    def _rewind_now(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
+        assignment = self._consumer.assignment()
+        if not assignment:
+            return []
+        if to_timestamp_ms is None:
+            targets = [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in assignment]
+        else:
+            found = self._consumer.offsets_for_times(
+                [TopicPartition(tp.topic, tp.partition, to_timestamp_ms) for tp in assignment], timeout=10
+            )
+            targets = [
+                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
+            ]
+        for target in targets:
+            self._consumer.seek(target)
+        moved = [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "offset": {OFFSET_BEGINNING: "beginning", OFFSET_END: "end"}.get(tp.offset, tp.offset),
+            }
+            for tp in targets
+        ]
+        log.warning(
+            "rewound %d partition(s); what follows is delivered again", len(moved), extra={"consumer": self.name}
+        )
+        self.processor.telemetry.emit("rewind", consumer=self.name, partitions=moved, to_timestamp_ms=to_timestamp_ms)
+        return moved
+
+    def _serve_rewinds(self) -> None:
+        while not self._rewinds.empty():
+            to_timestamp_ms, future = self._rewinds.get_nowait()
+            try:
+                future.set_result(self._rewind_now(to_timestamp_ms))
+            except KafkaException as error:
+                future.set_exception(error)
 
     def run(self, until: Callable[[], bool] = lambda: False) -> None:
         """Consume until stop() or `until()`; then close, committing what is stored."""
@@ -101,6 +153,8 @@ class ConsumerLoop:
         )
         try:
             while not self._stopping and not until():
+                if not self._rewinds.empty():
+                    self._serve_rewinds()
                 messages = self._consumer.consume(
                     max(self.config.batch_size, self.config.poll_size), self.config.poll_timeout_seconds
                 )
@@ -163,6 +217,11 @@ class ConsumerLoop:
                 self._consumer.store_offsets(message=delivery.message)
             self._consumer.commit(asynchronous=False)
 
+        self.processor.faults.context = {
+            "consumer": self.name,
+            "keys": ids([d.event.key for d in deliveries if d.event is not None]),
+            "message_ids": ids([d.event.message_id for d in deliveries if d.event is not None]),
+        }
         to_process = [d for d in deliveries if d.event is not None]
         batch = self.processor.process_batch([d.event for d in to_process if d.event is not None])
         for delivery, result in zip(to_process, batch.results, strict=False):
@@ -206,6 +265,7 @@ class ConsumerLoop:
             Outcome.TERMINAL_FAILURE,
             reason=failure.reason,
             error_class=failure.error_class,
+            kafka_key=(delivery.message.key() or b"").decode(errors="replace") or None,
             topic=delivery.message.topic(),
             partition=delivery.message.partition(),
             offset=delivery.message.offset(),

@@ -6,6 +6,12 @@
                               "probability": 1.0, "stall_seconds": 5}
   DELETE /faults[?point=x]   disarm one point, or all
 
+A consumer process also serves (others answer 404):
+
+  GET    /strategy           {"consumer": ..., "strategy": "correct", "strategies": [...]}
+  POST   /strategy           {"strategy": "check_then_act"}   the teaching switch, stored
+  POST   /rewind             {"to": "beginning"} or {"to": "2026-12-02T12:00:00Z"}
+
 Plain WSGI from the standard library, bound to loopback unless told otherwise.
 """
 
@@ -14,16 +20,52 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import make_wsgi_app
 
 from services.idempotent_consumer.faults import RUNTIME_POINTS, FaultAction, FaultPoints
+from services.idempotent_consumer.outcomes import Strategy
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
 MAX_BODY = 4096
+
+
+class RuntimeControl(Protocol):
+    """What a consumer process lets the control plane change besides its fault points."""
+
+    consumer_name: str
+
+    def strategy(self) -> str: ...
+
+    def set_strategy(self, strategy: str) -> None: ...
+
+    def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]: ...
+
+
+def _read_json(environ: dict[str, Any]) -> dict[str, Any]:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    if length > MAX_BODY:
+        raise ValueError(f"body larger than {MAX_BODY} bytes")
+    body = json.loads(environ["wsgi.input"].read(length) or b"{}")
+    if not isinstance(body, dict):
+        raise ValueError("the body must be a JSON object")
+    return body
+
+
+def parse_rewind_target(value: object) -> int | None:
+    """`beginning` -> None; an ISO 8601 time with a zone -> epoch milliseconds."""
+    if value == "beginning":
+        return None
+    if not isinstance(value, str):
+        raise ValueError('"to" must be "beginning" or an ISO 8601 time')
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError("the time needs a zone, e.g. 2026-12-02T12:00:00Z")
+    return int(moment.timestamp() * 1000)
 
 
 def _json(start_response: StartResponse, status: str, body: object) -> Iterable[bytes]:
@@ -32,7 +74,33 @@ def _json(start_response: StartResponse, status: str, body: object) -> Iterable[
     return [payload]
 
 
-def control_app(faults: FaultPoints, points: tuple[str, ...] = RUNTIME_POINTS) -> Callable[..., Iterable[bytes]]:
+def _runtime(runtime: RuntimeControl, path: str, method: str, environ: dict[str, Any]) -> tuple[str, object]:
+    try:
+        if path == "/strategy" and method == "GET":
+            return "200 OK", {
+                "consumer": runtime.consumer_name,
+                "strategy": runtime.strategy(),
+                "strategies": list(Strategy),
+            }
+        if path == "/strategy" and method == "POST":
+            strategy = _read_json(environ).get("strategy")
+            if strategy not in Strategy.__members__.values():
+                raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(Strategy)}")
+            runtime.set_strategy(str(strategy))
+            return "200 OK", {"consumer": runtime.consumer_name, "strategy": strategy}
+        if path == "/rewind" and method == "POST":
+            target = parse_rewind_target(_read_json(environ).get("to"))
+            return "200 OK", {"consumer": runtime.consumer_name, "partitions": runtime.rewind(target)}
+    except (KeyError, ValueError, TypeError) as error:
+        return "400 Bad Request", {"error": str(error)}
+    except Exception as error:  # the process could not do it (the broker or the database is away)
+        return "503 Service Unavailable", {"error": f"{type(error).__name__}: {error}"}
+    return "405 Method Not Allowed", {"error": "GET or POST"}
+
+
+def control_app(
+    faults: FaultPoints, points: tuple[str, ...] = RUNTIME_POINTS, runtime: RuntimeControl | None = None
+) -> Callable[..., Iterable[bytes]]:
     """The WSGI application serving metrics and fault control for `faults`."""
     metrics = make_wsgi_app()
 
@@ -40,6 +108,9 @@ def control_app(faults: FaultPoints, points: tuple[str, ...] = RUNTIME_POINTS) -
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
         if path == "/metrics":
             return metrics(environ, start_response)  # type: ignore[no-any-return]
+        if path in ("/strategy", "/rewind") and runtime is not None:
+            status, body = _runtime(runtime, path, method, environ)
+            return _json(start_response, status, body)
         if path != "/faults":
             return _json(start_response, "404 Not Found", {"error": "unknown path"})
         if method == "GET":
@@ -47,17 +118,24 @@ def control_app(faults: FaultPoints, points: tuple[str, ...] = RUNTIME_POINTS) -
                 point: {"action": str(a.action), "remaining": a.remaining, "probability": a.probability}
                 for point, a in faults.armed().items()
             }
-            return _json(start_response, "200 OK", {"points": list(points), "armed": armed, "fired": faults.fired})
+            return _json(
+                start_response,
+                "200 OK",
+                {
+                    "points": list(points),
+                    "actions": list(FaultAction),
+                    "armed": armed,
+                    "fired": faults.fired,
+                    "consumer": runtime.consumer_name if runtime else None,
+                },
+            )
         if method == "DELETE":
             point = parse_qs(environ.get("QUERY_STRING", "")).get("point", [None])[0]
             faults.disarm(point)
             return _json(start_response, "200 OK", {"disarmed": point or "all"})
         if method == "POST":
             try:
-                length = int(environ.get("CONTENT_LENGTH") or 0)
-                if length > MAX_BODY:
-                    raise ValueError(f"body larger than {MAX_BODY} bytes")
-                request = json.loads(environ["wsgi.input"].read(length) or b"{}")
+                request = _read_json(environ)
                 point = request["point"]
                 if point not in points:
                     raise ValueError(f"unknown fault point {point!r}; known: {', '.join(points)}")
@@ -82,8 +160,14 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
-def serve_control(faults: FaultPoints, host: str, port: int, points: tuple[str, ...] = RUNTIME_POINTS) -> WSGIServer:
+def serve_control(
+    faults: FaultPoints,
+    host: str,
+    port: int,
+    points: tuple[str, ...] = RUNTIME_POINTS,
+    runtime: RuntimeControl | None = None,
+) -> WSGIServer:
     """Serve the control endpoint in a daemon thread; return the server (shutdown() stops it)."""
-    server = make_server(host, port, control_app(faults, points), handler_class=_QuietHandler)
+    server = make_server(host, port, control_app(faults, points, runtime), handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
     return server

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from psycopg import errors
+
 log = logging.getLogger(__name__)
 
 CRASH_EXIT_CODE = 75
@@ -36,6 +38,8 @@ class FaultAction(StrEnum):
     CRASH = "crash"
     RAISE = "raise"
     STALL = "stall"
+    SERIALIZATION_FAILURE = "serialization_failure"
+    """Raise PostgreSQL's 40001, as a concurrent transaction would: the whole transaction is retried."""
 
 
 class InjectedFault(RuntimeError):
@@ -51,6 +55,10 @@ class Arming:
     stall_seconds: float = 5.0
 
 
+FireListener = Callable[[str, str, dict[str, object]], None]
+"""Told (point, action, context) just before an armed point fires; a crash waits for it."""
+
+
 class FaultPoints:
     """The armed fault points of one process."""
 
@@ -58,7 +66,19 @@ class FaultPoints:
         self._armed: dict[str, Arming] = {}
         self._lock = threading.Lock()
         self._exit = exit
+        self._local = threading.local()
         self.fired: dict[str, int] = {}
+        self.on_fire: FireListener = lambda point, action, context: None
+
+    @property
+    def context(self) -> dict[str, object]:
+        """What this thread is working on (message ids, order keys), reported when a point fires."""
+        context: dict[str, object] | None = getattr(self._local, "context", None)
+        return context if context is not None else {}
+
+    @context.setter
+    def context(self, value: dict[str, object]) -> None:
+        self._local.context = value
 
     def arm(
         self,
@@ -104,12 +124,19 @@ class FaultPoints:
     def _fire(self, point: str, arming: Arming) -> None:
         if callable(arming.action) and not isinstance(arming.action, FaultAction):
             arming.action(point)
-        elif arming.action is FaultAction.CRASH:
+            return
+        try:
+            self.on_fire(point, str(arming.action), self.context)
+        except Exception:  # telemetry must never change what the fault does
+            log.exception("fault listener failed")
+        if arming.action is FaultAction.CRASH:
             log.critical("fault point %s: crashing the process now", point, extra={"fault_point": point})
             logging.shutdown()
             self._exit(CRASH_EXIT_CODE)
         elif arming.action is FaultAction.RAISE:
             raise InjectedFault(f"injected fault at {point}")
+        elif arming.action is FaultAction.SERIALIZATION_FAILURE:
+            raise errors.SerializationFailure(f"injected serialization failure at {point}")
         elif arming.action is FaultAction.STALL:
             log.warning("fault point %s: stalling %.1f s", point, arming.stall_seconds, extra={"fault_point": point})
             time.sleep(arming.stall_seconds)
@@ -124,6 +151,8 @@ class FaultPoints:
             point, _, rest = item.partition("=")
             action, _, times = rest.partition(":")
             if not point or action not in FaultAction.__members__.values():
-                raise ValueError(f"bad fault spec {item!r}: expected point=crash|raise|stall[:times]")
+                raise ValueError(
+                    f"bad fault spec {item!r}: expected point=crash|raise|stall|serialization_failure[:times]"
+                )
             count = None if times == "always" else int(times or 1)
             self.arm(point, FaultAction(action), times=count)

@@ -12,7 +12,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,6 +25,7 @@ from services.idempotent_consumer import metrics
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outcomes import Outcome, Strategy
+from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,7 @@ class MessageProcessor:
         release: Callable[[Connection], None] = lambda connection: connection.close(),
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.config = config
         self._connect = connect
@@ -144,6 +146,7 @@ class MessageProcessor:
         self.faults = faults or FaultPoints()
         self._sleep = sleep
         self._clock = clock
+        self.telemetry: Telemetry = telemetry or NoTelemetry()
         self._seen_in_memory: set[str] = set()
         self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
         self._begin = f"BEGIN ISOLATION LEVEL {config.isolation_level}".encode()
@@ -157,6 +160,23 @@ class MessageProcessor:
                 config.consumer_name,
                 extra={"consumer": config.consumer_name, "strategy": config.strategy.value},
             )
+
+    def switch_strategy(self, strategy: Strategy) -> None:
+        """Run every following message under `strategy` (the teaching switch)."""
+        previous = self.config.strategy
+        self.config = replace(self.config, strategy=strategy)
+        metrics.STRATEGY.labels(self.config.consumer_name, previous.value).set(0)
+        metrics.precreate(self.config.consumer_name, strategy.value, self.handlers)
+        self._outcome_counters.clear()
+        self._seen_in_memory.clear()
+        level = logging.INFO if strategy is Strategy.CORRECT else logging.WARNING
+        log.log(
+            level,
+            "strategy switched from %s to %s",
+            previous.value,
+            strategy.value,
+            extra={"consumer": self.config.consumer_name, "strategy": strategy.value},
+        )
 
     # Connection ---------------------------------------------------------------------------
 
@@ -435,6 +455,17 @@ class MessageProcessor:
             )
             self._outcome_counters[(event_type, outcome)] = counter
         counter.inc()
+        kafka_key = fields.pop("kafka_key", None)
+        self.telemetry.emit(
+            "delivery",
+            consumer=self.config.consumer_name,
+            strategy=self.config.strategy.value,
+            message_id=event.message_id if event else fields.get("message_id"),
+            key=event.key if event else kafka_key,
+            event_type=event_type,
+            outcome=outcome.value,
+            **fields,
+        )
         level = logging.INFO if outcome in (Outcome.APPLIED, Outcome.DUPLICATE) else logging.WARNING
         if log.isEnabledFor(level):
             log.log(

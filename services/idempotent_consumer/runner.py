@@ -7,16 +7,20 @@ A service calls `run(consumer_name, topics, handlers)` from its entry point; eve
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
 from psycopg_pool import ConnectionPool
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.idempotent_consumer import logs
+from services.idempotent_consumer import logs, strategy_store
 from services.idempotent_consumer.consumer_loop import ConsumerLoop, LoopConfig
 from services.idempotent_consumer.control import serve_control
 from services.idempotent_consumer.dead_letters import DeadLetterPublisher
@@ -24,6 +28,8 @@ from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outcomes import Strategy
 from services.idempotent_consumer.processor import BulkHandler, Handler, MessageProcessor, ProcessorConfig
 from services.idempotent_consumer.retention import MarkerPurger
+from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
+from services.idempotent_consumer.telemetry import connect as connect_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +54,13 @@ class ConsumerSettings(BaseSettings):
     EO_FAULTS: str = ""
     """Fault points armed at start, e.g. `after_commit_before_ack=crash`."""
     EO_INSTANCE_ID: str | None = None
+    EO_PROCESS_NAME: str | None = None
+    """The process's name as its supervisor knows it (`inventory`); telemetry and restarts use it."""
+    CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
+    """Members of the consumer group this process runs, each on its own thread, connection and
+    partitions. Above 1, a duplicate that reaches two partitions really races."""
+    TELEMETRY_TOPIC: str = TELEMETRY_TOPIC
+    """Where deliveries, faults and starts are told (empty: nowhere)."""
     LOG_LEVEL: str = "INFO"
 
 
@@ -61,6 +74,7 @@ def build(
     bulk_handlers: Mapping[str, BulkHandler] | None = None,
     kafka: Mapping[str, object] | None = None,
     ignored_types: Iterable[str] = (),
+    telemetry: Telemetry | None = None,
 ) -> ConsumerLoop:
     """A ready consumer loop; nothing connects until it runs."""
     faults = faults or FaultPoints()
@@ -90,6 +104,7 @@ def build(
         handlers=handlers,
         faults=faults,
         bulk_handlers=bulk_handlers,
+        telemetry=telemetry,
     )
     producer = Producer(
         {
@@ -124,6 +139,43 @@ def build(
     return ConsumerLoop(loop_config, processor, dead_letters, on_close=close_all)
 
 
+class ConsumerProcess:
+    """The members of one consumer process, as its control endpoint sees them."""
+
+    def __init__(self, consumer_name: str, loops: list[ConsumerLoop], database_url: str, telemetry: Telemetry):
+        self.consumer_name = consumer_name
+        self.loops = loops
+        self._database_url = database_url
+        self._telemetry = telemetry
+
+    def strategy(self) -> str:
+        return self.loops[0].processor.config.strategy.value
+
+    def set_strategy(self, strategy: str) -> None:
+        chosen = Strategy(strategy)
+        with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
+            strategy_store.save(connection, self.consumer_name, chosen)
+        for loop in self.loops:
+            loop.processor.switch_strategy(chosen)
+        self._telemetry.emit("strategy", consumer=self.consumer_name, strategy=chosen.value)
+
+    def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
+        futures = [loop.request_rewind(to_timestamp_ms) for loop in self.loops]
+        return [partition for future in futures for partition in future.result(timeout=30)]
+
+
+def stored_strategy(settings: ConsumerSettings, consumer_name: str) -> Strategy:
+    """The strategy stored by a run-time switch, else the environment's."""
+    try:
+        with psycopg.connect(settings.DATABASE_URL, connect_timeout=5, autocommit=True) as connection:
+            return strategy_store.load(connection, consumer_name) or settings.CONSUMER_STRATEGY
+    except psycopg.Error as error:
+        log.warning(
+            "could not read the stored strategy (%s); starting with %s", error, settings.CONSUMER_STRATEGY.value
+        )
+        return settings.CONSUMER_STRATEGY
+
+
 def run(
     consumer_name: str,
     topics: tuple[str, ...],
@@ -132,16 +184,66 @@ def run(
     dead_letter_topic: str | None = None,
     ignored_types: Iterable[str] = (),
 ) -> None:
-    """Run a consumer process until SIGTERM or SIGINT."""
+    """Run a consumer process (CONSUMER_MEMBERS group members) until SIGTERM or SIGINT."""
     settings = settings or ConsumerSettings()  # type: ignore[call-arg]
     logs.configure(getattr(logging, settings.LOG_LEVEL.upper(), logging.INFO))
-    faults = FaultPoints()
-    if settings.CONTROL_PORT:
-        serve_control(faults, settings.CONTROL_HOST, settings.CONTROL_PORT)
-    loop = build(
-        consumer_name, topics, handlers, settings, dead_letter_topic, faults=faults, ignored_types=ignored_types
+    process_name = settings.EO_PROCESS_NAME or consumer_name
+    telemetry = connect_telemetry(
+        settings.KAFKA_BOOTSTRAP_SERVERS, process_name, settings.EO_INSTANCE_ID, settings.TELEMETRY_TOPIC
     )
+    faults = FaultPoints()
+    faults.on_fire = report_faults(telemetry)
+    settings = settings.model_copy(update={"CONSUMER_STRATEGY": stored_strategy(settings, consumer_name)})
+    loops = []
+    for member in range(settings.CONSUMER_MEMBERS):
+        instance_id = settings.EO_INSTANCE_ID
+        if instance_id and settings.CONSUMER_MEMBERS > 1:
+            instance_id = f"{instance_id}-m{member}"
+        member_settings = settings.model_copy(update={"EO_INSTANCE_ID": instance_id})
+        loops.append(
+            build(
+                consumer_name,
+                topics,
+                handlers,
+                member_settings,
+                dead_letter_topic,
+                faults=faults,
+                ignored_types=ignored_types,
+                telemetry=telemetry,
+            )
+        )
+    process = ConsumerProcess(consumer_name, loops, settings.DATABASE_URL, telemetry)
+    if settings.CONTROL_PORT:
+        serve_control(faults, settings.CONTROL_HOST, settings.CONTROL_PORT, runtime=process)
+
+    def stop_all(*_: object) -> None:
+        for loop in loops:
+            loop.stop()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: loop.stop())
-    loop.run()
-    log.info("stopped after acknowledging %d deliveries", loop.handled, extra={"consumer": consumer_name})
+        signal.signal(signum, stop_all)
+    telemetry.emit("started", consumer=consumer_name, strategy=settings.CONSUMER_STRATEGY.value, members=len(loops))
+    threads = [
+        threading.Thread(target=_run_member, args=(loop,), name=f"member-{n}") for n, loop in enumerate(loops[1:], 1)
+    ]
+    for thread in threads:
+        thread.start()
+    _run_member(loops[0])
+    for thread in threads:
+        thread.join()
+    telemetry.flush(5)
+    log.info(
+        "stopped after acknowledging %d deliveries",
+        sum(loop.handled for loop in loops),
+        extra={"consumer": consumer_name},
+    )
+
+
+def _run_member(loop: ConsumerLoop) -> None:
+    """One member; if it dies, the whole process goes, so its supervisor restarts it whole."""
+    try:
+        loop.run()
+    except BaseException:
+        log.exception("a group member failed; stopping the process", extra={"consumer": loop.name})
+        logging.shutdown()
+        os._exit(70)

@@ -51,3 +51,62 @@ def test_metrics_are_served() -> None:
     status, payload = _call(FaultPoints(), "GET", "/metrics")
     assert status.startswith("200")
     assert b"eo_consumer_messages_total" in payload or b"# HELP" in payload
+
+
+class _FakeConsumerProcess:
+    consumer_name = "ledger-v1"
+
+    def __init__(self) -> None:
+        self.current = "correct"
+        self.rewound: list[int | None] = []
+
+    def strategy(self) -> str:
+        return self.current
+
+    def set_strategy(self, strategy: str) -> None:
+        self.current = strategy
+
+    def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
+        self.rewound.append(to_timestamp_ms)
+        return [{"topic": "t", "partition": 0, "offset": "beginning"}]
+
+
+def _runtime_call(runtime: _FakeConsumerProcess, method: str, path: str, body: object = None) -> tuple[str, Any]:
+    raw = json.dumps(body).encode() if body is not None else b""
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "CONTENT_LENGTH": str(len(raw)),
+        "wsgi.input": io.BytesIO(raw),
+    }
+    status: list[str] = []
+    payload = b"".join(control_app(FaultPoints(), runtime=runtime)(environ, lambda s, _h: status.append(s)))
+    return status[0], json.loads(payload)
+
+
+def test_a_consumer_process_reports_and_switches_its_strategy() -> None:
+    runtime = _FakeConsumerProcess()
+    status, body = _runtime_call(runtime, "GET", "/strategy")
+    assert status == "200 OK" and body["strategy"] == "correct" and "check_then_act" in body["strategies"]
+    status, _ = _runtime_call(runtime, "POST", "/strategy", {"strategy": "check_then_act"})
+    assert status == "200 OK" and runtime.current == "check_then_act"
+    status, body = _runtime_call(runtime, "POST", "/strategy", {"strategy": "trust me"})
+    assert status.startswith("400") and "unknown strategy" in body["error"] and runtime.current == "check_then_act"
+
+
+def test_a_rewind_takes_the_beginning_or_a_zoned_time() -> None:
+    runtime = _FakeConsumerProcess()
+    assert _runtime_call(runtime, "POST", "/rewind", {"to": "beginning"})[0] == "200 OK"
+    assert _runtime_call(runtime, "POST", "/rewind", {"to": "2026-12-02T12:00:00Z"})[0] == "200 OK"
+    assert runtime.rewound == [None, 1796212800000]
+    status, body = _runtime_call(runtime, "POST", "/rewind", {"to": "2026-12-02T12:00:00"})
+    assert status.startswith("400") and "zone" in body["error"]
+    status, body = _runtime_call(runtime, "POST", "/rewind", {"to": 5})
+    assert status.startswith("400")
+
+
+def test_processes_without_a_consumer_have_no_strategy_to_switch() -> None:
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/strategy", "CONTENT_LENGTH": "0", "wsgi.input": io.BytesIO()}
+    status: list[str] = []
+    control_app(FaultPoints())(environ, lambda s, _h: status.append(s))
+    assert status[0].startswith("404")

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import threading
+
 import pytest
+from psycopg import errors
 
 from services.idempotent_consumer.faults import CRASH_EXIT_CODE, FaultAction, FaultPoints, InjectedFault
 
@@ -76,3 +79,27 @@ def test_a_bad_spec_is_refused(spec: str) -> None:
 def test_probability_must_be_a_probability() -> None:
     with pytest.raises(ValueError):
         FaultPoints().arm("x", FaultAction.RAISE, probability=0)
+
+
+def test_a_serialization_failure_raises_postgres_40001() -> None:
+    faults = FaultPoints()
+    faults.arm("before_commit", FaultAction.SERIALIZATION_FAILURE, times=1)
+    with pytest.raises(errors.SerializationFailure):
+        faults.hit("before_commit")
+    faults.hit("before_commit")  # once only
+
+
+def test_the_listener_hears_each_firing_with_the_thread_s_context_before_a_crash() -> None:
+    exits: list[int] = []
+    heard: list[tuple[str, str, dict[str, object]]] = []
+    faults = FaultPoints(exit=exits.append)
+    faults.on_fire = lambda point, action, context: heard.append((point, action, dict(context)))
+    faults.context = {"keys": ["order-1"]}
+    faults.arm("after_commit_before_ack", FaultAction.CRASH)
+    faults.hit("after_commit_before_ack")
+    assert heard == [("after_commit_before_ack", "crash", {"keys": ["order-1"]})] and exits == [75]
+    other_thread: list[dict[str, object]] = []
+    thread = threading.Thread(target=lambda: other_thread.append(faults.context))
+    thread.start()
+    thread.join()
+    assert other_thread == [{}]

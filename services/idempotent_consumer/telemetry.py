@@ -1,0 +1,105 @@
+"""Delivery telemetry: what each process did with each message, told to a Kafka topic as it happens.
+
+The chaos panel reads `platform.telemetry` to draw each order's timeline: every delivery to every
+consumer with its outcome, every fault that fired (with the messages in hand), every process
+start. Records carry identifiers (message id, order key, event type), never payloads.
+
+Sending is fire-and-forget: telemetry never slows a transaction down or changes an outcome. The
+one exception is a crash, which waits (briefly) for its record and those before it to be sent,
+because the process is about to lose them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from typing import Any, Protocol
+
+from confluent_kafka import KafkaException, Producer
+
+log = logging.getLogger(__name__)
+
+TELEMETRY_TOPIC = "platform.telemetry"
+"""The same name as services.topology.TELEMETRY_TOPIC (the runtime does not import the platform's topology)."""
+MAX_IDS_PER_RECORD = 50
+
+
+class Telemetry(Protocol):
+    def emit(self, kind: str, **fields: Any) -> None: ...
+
+    def flush(self, timeout: float) -> None: ...
+
+
+class NoTelemetry:
+    """Telemetry switched off (TELEMETRY_TOPIC empty), and the default of unit tests."""
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        pass
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+
+class KafkaTelemetry:
+    """One process's telemetry producer."""
+
+    def __init__(self, bootstrap_servers: str, process: str, instance: str | None = None, topic: str = TELEMETRY_TOPIC):
+        self.topic = topic
+        self.process = process
+        self.instance = instance or f"{process}@{socket.gethostname()}"
+        self.run_id = os.environ.get("EO_RUN_ID", "")
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                "acks": "1",
+                "linger.ms": 20,
+                "queue.buffering.max.messages": 100_000,
+                "message.timeout.ms": 30_000,
+                "log_level": 3,
+            }
+        )
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        record = {
+            "kind": kind,
+            "at": time.time(),
+            "process": self.process,
+            "instance": self.instance,
+            "pid": os.getpid(),
+            "run_id": self.run_id,
+            **{name: value for name, value in fields.items() if value is not None},
+        }
+        try:
+            self._producer.produce(self.topic, json.dumps(record, default=str).encode(), key=fields.get("key"))
+            self._producer.poll(0)
+        except (BufferError, KafkaException) as error:  # a full queue or a gone broker: drop, never block
+            log.debug("telemetry dropped: %s", error)
+
+    def flush(self, timeout: float) -> None:
+        self._producer.flush(timeout)
+
+
+def connect(bootstrap_servers: str, process: str, instance: str | None, topic: str) -> Telemetry:
+    """Telemetry to `topic`, or none when the topic is empty."""
+    if not topic:
+        return NoTelemetry()
+    return KafkaTelemetry(bootstrap_servers, process, instance, topic)
+
+
+def report_faults(telemetry: Telemetry) -> Any:
+    """A FaultPoints listener that records each firing, flushing first when it is a crash."""
+
+    def on_fire(point: str, action: str, context: dict[str, object]) -> None:
+        telemetry.emit("fault", point=point, action=action, **context)
+        if action == "crash":
+            telemetry.flush(2.0)
+
+    return on_fire
+
+
+def ids(values: list[str]) -> list[str]:
+    """At most MAX_IDS_PER_RECORD identifiers, distinct, in order."""
+    return list(dict.fromkeys(values))[:MAX_IDS_PER_RECORD]
