@@ -36,11 +36,14 @@ SELECT key FROM unnest(%(keys)s::text[]) AS key
  WHERE pg_try_advisory_xact_lock(%(class)s, hashtext(key))
 """
 
-ROWS_OF_KEYS = """
-SELECT message_id, aggregate_key, topic, headers->>'trace_id', extract(epoch FROM created_at),
-       json_build_object('message_id', message_id, 'type', event_type, 'version', event_version,
+ENVELOPE = """json_build_object('message_id', message_id, 'type', event_type, 'version', event_version,
                          'key', aggregate_key, 'occurred_at', created_at,
-                         'trace_id', headers->>'trace_id', 'payload', payload)::text,
+                         'trace_id', headers->>'trace_id', 'payload', payload)::text"""
+"""An outbox row as the envelope consumers decode: the one definition (the panel's republish uses it too)."""
+
+ROWS_OF_KEYS = f"""
+SELECT message_id, aggregate_key, topic, headers->>'trace_id', extract(epoch FROM created_at),
+       {ENVELOPE},
        next_attempt_at <= now() AS due
   FROM outbox
  WHERE published_at IS NULL AND position <= %(upto)s AND aggregate_key = ANY(%(keys)s)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC
+
 
 class RelaySettings(BaseSettings):
     """Every knob of the relay, with the default the platform runs with."""
@@ -30,4 +32,7 @@ class RelaySettings(BaseSettings):
     CONTROL_PORT: int | None = None
     CONTROL_HOST: str = "127.0.0.1"
     EO_FAULTS: str = ""
+    EO_PROCESS_NAME: str = "outbox-relay"
+    TELEMETRY_TOPIC: str = TELEMETRY_TOPIC
+    """Where each confirmed publish, fault and start is told (empty: nowhere)."""
     LOG_LEVEL: str = "INFO"

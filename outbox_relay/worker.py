@@ -21,6 +21,7 @@ from outbox_relay import claim, metrics
 from outbox_relay.publish import publish
 from outbox_relay.settings import RelaySettings
 from services.idempotent_consumer.faults import FaultPoints
+from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry, ids
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +39,14 @@ class DatabaseRelay:
         producer: Producer,
         settings: RelaySettings,
         faults: FaultPoints,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.name = name
         self._connect = connect
         self._producer = producer
         self._settings = settings
         self._faults = faults
+        self._telemetry: Telemetry = telemetry or NoTelemetry()
         self._stopping = threading.Event()
         self._last_purge = 0.0
         self.published = 0
@@ -104,6 +107,11 @@ class DatabaseRelay:
             rows = claim.claim(work, settings.RELAY_KEYS_PER_BATCH, settings.RELAY_BATCH_SIZE)
             if not rows:
                 return 0
+            self._faults.context = {
+                "database": self.name,
+                "keys": ids([row.key for row in rows]),
+                "message_ids": ids([row.message_id for row in rows]),
+            }
             self._faults.hit("relay.before_publish")
             deliveries = publish(self._producer, rows, settings.RELAY_DELIVERY_TIMEOUT_SECONDS + 5)
             self._faults.hit("relay.after_publish_before_mark")
@@ -113,6 +121,10 @@ class DatabaseRelay:
             )
         # Committed: only now do the marks (and the end of the key locks) count.
         created = {row.message_id: row.created_at for row in rows}
+        by_id = {row.message_id: row for row in rows}
+        for message_id in deliveries.confirmed:
+            row = by_id[message_id]
+            self._telemetry.emit("published", database=self.name, message_id=message_id, key=row.key, topic=row.topic)
         latency = metrics.PUBLISH_LATENCY_SECONDS.labels(self.name)
         for message_id, confirmed_at in deliveries.confirmed_at.items():
             latency.observe(max(0.0, confirmed_at - created[message_id]))

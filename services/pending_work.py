@@ -21,6 +21,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from services.idempotent_consumer import logs
 from services.idempotent_consumer.control import serve_control
 from services.idempotent_consumer.faults import FaultPoints
+from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, report_faults
+from services.idempotent_consumer.telemetry import connect as connect_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,10 @@ class WorkerSettings(BaseSettings):
     CONTROL_PORT: int | None = None
     CONTROL_HOST: str = "127.0.0.1"
     EO_FAULTS: str = ""
+    EO_PROCESS_NAME: str | None = None
+    KAFKA_BOOTSTRAP_SERVERS: str = ""
+    TELEMETRY_TOPIC: str = TELEMETRY_TOPIC
+    """Where this executor's faults and starts are told (empty, or no Kafka: nowhere)."""
     LOG_LEVEL: str = "INFO"
     POLL_INTERVAL_SECONDS: float = 0.5
 
@@ -44,7 +50,14 @@ def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ..
     """Run an executor process until SIGTERM."""
     settings = WorkerSettings()  # type: ignore[call-arg]
     logs.configure(getattr(logging, settings.LOG_LEVEL.upper(), logging.INFO))
+    telemetry = connect_telemetry(
+        settings.KAFKA_BOOTSTRAP_SERVERS,
+        settings.EO_PROCESS_NAME or name,
+        None,
+        settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else "",
+    )
     faults = FaultPoints()
+    faults.on_fire = report_faults(telemetry)
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
     if settings.CONTROL_PORT:
@@ -53,6 +66,7 @@ def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ..
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     log.info("%s: working", name)
+    telemetry.emit("started")
     failures = 0
     while not stopping.is_set():
         try:

@@ -76,9 +76,14 @@ RELAY_ROLE = "outbox_relay"
 """The shared relay's role: it may read, mark and purge the outbox of every service database."""
 
 
+TELEMETRY_TOPIC = "platform.telemetry"
+"""Deliveries, faults and process starts, as each process tells them (the panel's timeline)."""
+
+
 def all_topics() -> tuple[str, ...]:
-    """Every topic the launcher creates up front: event topics, then one dead-letter topic per consumer."""
-    return EVENT_TOPICS + tuple(consumer.dead_letter_topic for consumer in CONSUMERS)
+    """Every topic the launcher creates up front: event topics, one dead-letter topic per consumer,
+    and the telemetry topic."""
+    return EVENT_TOPICS + tuple(consumer.dead_letter_topic for consumer in CONSUMERS) + (TELEMETRY_TOPIC,)
 
 
 def database(name: str) -> ServiceDatabase:

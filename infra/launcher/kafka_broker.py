@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from infra.launcher.errors import LaunchError
 from services.settings import PROJECT_ROOT, Settings
-from services.topology import TOPIC_PARTITIONS, all_topics
+from services.topology import TELEMETRY_TOPIC, TOPIC_PARTITIONS, all_topics
 
 KAFKA_DIR = PROJECT_ROOT / "infra" / "kafka"
 POM = KAFKA_DIR / "pom.xml"
@@ -164,6 +164,10 @@ def wait_until_ready(bootstrap_servers: str, timeout: float, still_starting: Cal
     )
 
 
+TOPIC_CONFIG = {TELEMETRY_TOPIC: {"retention.ms": str(24 * 3600 * 1000)}}
+"""Telemetry is for looking back over a workshop day, not for keeping."""
+
+
 def ensure_topics(bootstrap_servers: str, topics: tuple[str, ...] = ()) -> list[str]:
     """Create every platform topic that does not exist yet; return the ones created."""
     admin = admin_client(bootstrap_servers)
@@ -173,7 +177,10 @@ def ensure_topics(bootstrap_servers: str, topics: tuple[str, ...] = ()) -> list[
     if not missing:
         return []
     futures = admin.create_topics(
-        [NewTopic(topic, num_partitions=TOPIC_PARTITIONS, replication_factor=-1) for topic in missing],
+        [
+            NewTopic(topic, num_partitions=TOPIC_PARTITIONS, replication_factor=-1, config=TOPIC_CONFIG.get(topic, {}))
+            for topic in missing
+        ],
         operation_timeout=30,
     )
     for topic, future in futures.items():

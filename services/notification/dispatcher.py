@@ -27,6 +27,7 @@ def take_one(connection: Connection, faults: FaultPoints, client: httpx.Client) 
         if row is None:
             return False
         order_id, kind, key, recipient, subject, body = row
+        faults.context = {"keys": [order_id]}
         faults.hit("notification.before_send")
         try:
             response = client.post(

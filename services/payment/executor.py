@@ -54,6 +54,7 @@ def take_one(connection: Connection, faults: FaultPoints, client: httpx.Client) 
         if row is None:
             return False
         order_id, attempt, key, amount, method, email = row
+        faults.context = {"keys": [order_id]}
         faults.hit("payment.before_provider_call")
         answer = charge(client, key, {"order_id": order_id, "amount_cents": amount, "payment_method": method})
         faults.hit(AFTER_CALL)
