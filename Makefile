@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e lint typecheck bench load audit \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit \
         lock venv clean-state
 
 help: ## Show this help
@@ -49,6 +49,8 @@ up: venv ## Run the whole demo (compose with a Docker engine, else native)
 ifeq ($(DOCKER_ENGINE),yes)
 	$(COMPOSE) up --detach --build --wait
 	@echo "Chaos panel: http://127.0.0.1:8080   Prometheus: http://127.0.0.1:9090   Grafana: http://127.0.0.1:3000"
+	@token=$$($(COMPOSE) logs chaos-panel 2>/dev/null | grep -o 'login?token=[A-Za-z0-9_-]*' | tail -1); \
+	  [ -z "$$token" ] || echo "The panel's buttons need its token: open http://127.0.0.1:8080/$$token once"
 else
 	@$(LAUNCHER) up
 endif
@@ -76,7 +78,7 @@ else
 	@$(LAUNCHER) logs --follow
 endif
 
-test: venv lint ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
+test: venv lint browser ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## Unit tests only (no I/O)
@@ -85,8 +87,16 @@ test-unit: venv ## Unit tests only (no I/O)
 test-integration: venv ## Integration tests (real PostgreSQL and Kafka)
 	$(PY) -m pytest -m integration $(PYTEST_ARGS)
 
-test-e2e: venv ## End-to-end tests of the launcher and the running system
+test-e2e: venv browser ## End-to-end tests of the launcher and the running system (the panel's in Chromium)
 	$(PY) -m pytest -m e2e $(PYTEST_ARGS)
+
+browser: ## Debian's chromium and chromedriver, for the panel's browser tests (installed when missing)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  echo "installing Debian's chromium and chromium-driver (first run only)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; else \
+	    echo "chromium and chromium-driver are missing: install them (apt-get install chromium chromium-driver)" >&2; exit 2; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; }; }
 
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080
+    CHAOS_PANEL_TOKEN: str = ""
+    """Needed by the panel's control actions when CHAOS_PANEL_HOST is not loopback (the panel
+    makes one up and logs it when this is empty)."""
     ORDERS_API_PORT: int = 8000
     PAYMENT_PROVIDER_PORT: int = 8001
     MAIL_PORT: int = 8002

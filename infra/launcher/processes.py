@@ -24,17 +24,23 @@ PAYMENT_PROVIDER = "payment-provider"
 MAIL = "mail"
 
 BACKGROUND = (
-    # name, module and arguments, database, control port offset, extra variables
-    (OUTBOX_RELAY, ["outbox_relay"], None, 1),
-    ("orders-saga", ["services.orders", "saga"], "orders", 2),
-    ("inventory", ["services.inventory"], "inventory", 3),
-    ("payment", ["services.payment"], "payment", 4),
-    ("payment-executor", ["services.payment.executor"], "payment", 5),
-    ("notification", ["services.notification", "dispatch"], "notification", 6),
-    ("sales-projection", ["services.notification", "projection"], "notification", 7),
-    ("notification-dispatcher", ["services.notification.dispatcher"], "notification", 8),
+    # name, module and arguments, database, control port offset, group members (consumers only)
+    (OUTBOX_RELAY, ["outbox_relay"], None, 1, 0),
+    ("orders-saga", ["services.orders", "saga"], "orders", 2, 2),
+    ("inventory", ["services.inventory"], "inventory", 3, 2),
+    ("payment", ["services.payment"], "payment", 4, 2),
+    ("payment-executor", ["services.payment.executor"], "payment", 5, 0),
+    ("notification", ["services.notification", "dispatch"], "notification", 6, 2),
+    ("sales-projection", ["services.notification", "projection"], "notification", 7, 2),
+    ("notification-dispatcher", ["services.notification.dispatcher"], "notification", 8, 0),
 )
-"""Processes without an HTTP API of their own: consumers, executors and the relay."""
+"""Processes without an HTTP API of their own: consumers, executors and the relay. Each consumer
+runs two members of its group, so a duplicate that reaches two partitions really races."""
+
+
+def control_urls(settings: Settings) -> dict[str, str]:
+    """Process name -> its control endpoint (/metrics, /faults, and for consumers /strategy, /rewind)."""
+    return {name: f"http://127.0.0.1:{settings.CONTROL_PORT_BASE + offset}" for name, _, _, offset, _ in BACKGROUND}
 
 
 def postgres_program(settings: Settings, bindir: Path) -> Program:
@@ -59,9 +65,11 @@ def kafka_program(settings: Settings, java: str, libs: Path) -> Program:
     )
 
 
-def _python_environment(settings: Settings) -> dict[str, str]:
+def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str, str]:
     return {
         "EO_ENV": settings.EO_ENV,
+        "EO_PROCESS_NAME": name,
+        **({"EO_RUN_ID": run_id} if run_id else {}),
         "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
         "PYTHONPATH": str(PROJECT_ROOT),
         "PYTHONUNBUFFERED": "1",
@@ -70,6 +78,7 @@ def _python_environment(settings: Settings) -> dict[str, str]:
 
 def _http_service(
     settings: Settings,
+    run_id: str,
     name: str,
     module: str,
     database_name: str,
@@ -83,7 +92,7 @@ def _http_service(
         name=name,
         command=[sys.executable, "-m", module],
         environment={
-            **_python_environment(settings),
+            **_python_environment(settings, name, run_id),
             "DATABASE_URL": settings.service_database_url(database(database_name)),
             host_variable: "127.0.0.1",
             port_variable: str(port),
@@ -94,20 +103,26 @@ def _http_service(
     )
 
 
-def platform_programs(settings: Settings) -> list[Program]:
+def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
     """The platform's own processes, each started with the project's Python."""
     panel_database = with_credentials(
         settings.admin_database_url, AUDITOR_ROLE, settings.AUDITOR_DB_PASSWORD, "postgres"
     )
+    panel_token = {"CHAOS_PANEL_TOKEN": settings.CHAOS_PANEL_TOKEN} if settings.CHAOS_PANEL_TOKEN else {}
     programs = [
         Program(
             name=CHAOS_PANEL,
             command=[sys.executable, "-m", "services.chaos_panel"],
             environment={
-                **_python_environment(settings),
+                **_python_environment(settings, CHAOS_PANEL, run_id),
                 "DATABASE_URL": panel_database,
                 "CHAOS_PANEL_HOST": settings.CHAOS_PANEL_HOST,
                 "CHAOS_PANEL_PORT": str(settings.CHAOS_PANEL_PORT),
+                "CONTROL_URLS": json.dumps(control_urls(settings)),
+                "ORDERS_API_URL": f"http://127.0.0.1:{settings.ORDERS_API_PORT}",
+                "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}",
+                "MAIL_URL": f"http://127.0.0.1:{settings.MAIL_PORT}",
+                **panel_token,
             },
             ports=(settings.CHAOS_PANEL_PORT,),
             health_url=f"{settings.chaos_panel_url}/healthz",
@@ -115,6 +130,7 @@ def platform_programs(settings: Settings) -> list[Program]:
         ),
         _http_service(
             settings,
+            run_id,
             ORDERS_API,
             "services.orders",
             "orders",
@@ -125,6 +141,7 @@ def platform_programs(settings: Settings) -> list[Program]:
         ),
         _http_service(
             settings,
+            run_id,
             PAYMENT_PROVIDER,
             "services.payment_provider",
             "payment_provider",
@@ -135,6 +152,7 @@ def platform_programs(settings: Settings) -> list[Program]:
         ),
         _http_service(
             settings,
+            run_id,
             MAIL,
             "services.mail",
             "mail",
@@ -145,10 +163,10 @@ def platform_programs(settings: Settings) -> list[Program]:
             path="/",
         ),
     ]
-    for name, module, database_name, offset in BACKGROUND:
+    for name, module, database_name, offset, members in BACKGROUND:
         port = settings.CONTROL_PORT_BASE + offset
         environment = {
-            **_python_environment(settings),
+            **_python_environment(settings, name, run_id),
             "CONTROL_HOST": "127.0.0.1",
             "CONTROL_PORT": str(port),
         }
@@ -159,6 +177,8 @@ def platform_programs(settings: Settings) -> list[Program]:
         else:
             environment["DATABASE_URL"] = settings.service_database_url(database(database_name))
             environment["EO_INSTANCE_ID"] = f"{name}-0"
+        if members:
+            environment["CONSUMER_MEMBERS"] = str(members)
         if name == "payment-executor":
             environment["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}"
         if name == "notification-dispatcher":

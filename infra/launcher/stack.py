@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -104,7 +105,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         infrastructure.append(processes.kafka_program(settings, java, libs))
     else:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
-    all_platform = processes.platform_programs(settings)
+    all_platform = processes.platform_programs(settings, run_id=_run_id(settings, fresh=not supervisor.is_running()))
     platform = all_platform if with_platform else []
     for program in infrastructure + platform:
         if program.name not in running:
@@ -133,6 +134,15 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     for program in platform:
         _wait_healthy(supervisor, program)
     return Endpoints(settings.admin_database_url, settings.kafka_bootstrap_servers)
+
+
+def _run_id(settings: Settings, fresh: bool) -> str:
+    """One id per supervisor daemon, in every process's EO_RUN_ID: the panel counts a process's
+    starts within one run as restarts."""
+    path = settings.EO_STATE_DIR / "run-id"
+    if fresh or not path.exists():
+        path.write_text(uuid.uuid4().hex)
+    return path.read_text().strip()
 
 
 def urls(settings: Settings, with_platform: bool = True) -> dict[str, str]:

@@ -1,13 +1,17 @@
 """Run the chaos panel: `python -m services.chaos_panel`."""
 
+import logging
+
 import uvicorn
 
 from services.chaos_panel.app import create_app
-from services.settings import Settings
+from services.chaos_panel.settings import PanelSettings
+from services.idempotent_consumer import logs
 
 
 def main() -> None:
-    settings = Settings()
+    settings = PanelSettings()
+    logs.configure(logging.INFO)
     uvicorn.run(
         create_app(settings),
         host=settings.CHAOS_PANEL_HOST,

@@ -1,55 +1,51 @@
-"""The panel's web application: a status page, a health endpoint and Prometheus metrics."""
+"""The chaos panel's web application: pages, the control API, health and Prometheus metrics."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
-from fastapi.templating import Jinja2Templates
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import make_asgi_app
 
-from services.chaos_panel.auditor import audit, database_reader
-from services.chaos_panel.health import database_checks, kafka_check, per_database
-from services.settings import Settings
-from services.topology import CONSUMERS, DATABASES, EVENT_TOPICS
+from services.chaos_panel import controls, pages
+from services.chaos_panel.context import Panel, build_panel
+from services.chaos_panel.settings import PanelSettings
 
-TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """Build the panel for these settings; nothing connects until a page is asked for."""
-    app = FastAPI(title="effectively-once chaos panel", version="0.1.0")
+def create_app(settings: PanelSettings, panel: Panel | None = None) -> FastAPI:
+    """Build the panel; its telemetry reader starts with the application and stops with it."""
+    panel = panel or build_panel(settings)
+    if panel.guard.token_required and not settings.CHAOS_PANEL_TOKEN:
+        log.warning(
+            "the panel listens on %s, beyond loopback: control actions need a token. Open "
+            "http://<this host>:%d/login?token=%s once (or set CHAOS_PANEL_TOKEN).",
+            settings.CHAOS_PANEL_HOST,
+            settings.CHAOS_PANEL_PORT,
+            panel.guard.token,
+        )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        panel.start()
+        yield
+        panel.stop()
+
+    app = FastAPI(title="effectively-once chaos panel", version="0.2.0", lifespan=lifespan)
+    app.state.panel = panel
     app.mount("/metrics", make_asgi_app())
+    app.mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static")
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.get("/", response_class=HTMLResponse, tags=["pages"])
-    def home(request: Request) -> Any:
-        """What the platform is made of, and whether each part answers."""
-        checks = [
-            kafka_check(settings.kafka_bootstrap_servers),
-            *database_checks(settings.DATABASE_URL),
-        ]
-        verdict = None
-        if all(check.ok for check in checks) and settings.DATABASE_URL:
-            auditor_url = settings.DATABASE_URL
-            verdict = audit(database_reader(lambda name: per_database(auditor_url, name)))
-        return TEMPLATES.TemplateResponse(
-            request,
-            "index.html",
-            {
-                "checks": checks,
-                "all_ok": all(check.ok for check in checks),
-                "databases": DATABASES,
-                "topics": EVENT_TOPICS,
-                "consumers": CONSUMERS,
-                "verdict": verdict,
-            },
-        )
-
+    app.include_router(pages.router(panel))
+    app.include_router(controls.router(panel))
     return app

@@ -15,8 +15,10 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
+from confluent_kafka import KafkaException
 
 from services import saga_contract as contract
+from services.chaos_panel.telemetry_store import DeadLetter, read_dead_letters
 from services.settings import Settings
 from services.topology import database
 
@@ -265,11 +267,28 @@ def report(verdict: Verdict) -> Iterable[str]:
             yield f"  ✓ {invariant} ({count} checked)"
 
 
+def dead_letter_report(letters: list[DeadLetter]) -> Iterable[str]:
+    """Dead letters are not anomalies (nothing was lost: each waits on its topic with its reason),
+    but each is listed, grouped by consumer and reason."""
+    yield f"DEAD LETTERS: {len(letters)}"
+    groups = Counter((letter.consumer, letter.reason) for letter in letters)
+    for (consumer, reason), count in sorted(groups.items()):
+        yield f"  {consumer}: {reason} × {count}"
+        for letter in [x for x in letters if (x.consumer, x.reason) == (consumer, reason)][:5]:
+            yield f"    {letter.original} message {letter.message_id or '(none)'}: {letter.error_class}: {letter.error}"
+
+
 def main() -> int:
     settings = Settings()
     verdict = audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
     for line in report(verdict):
         print(line)
+    try:
+        for line in dead_letter_report(read_dead_letters(settings.kafka_bootstrap_servers)):
+            print(line)
+    except (KafkaException, TimeoutError) as error:
+        print(f"DEAD LETTERS: could not be read ({error})")
+        return 1
     return 0 if verdict.green else 1
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -40,17 +41,29 @@ def order_body(kind: str, rng: random.Random) -> dict[str, object]:
     return {"customer_email": f"customer-{rng.randint(1, 999)}@example.com", "lines": lines, "payment_method": method}
 
 
-def place_orders(url: str, rate: float, count: int, seed: int = 7, quiet: bool = False) -> LoadResult:
-    """Place `count` orders at `rate` per second; return their ids and what went wrong."""
+def place_orders(
+    url: str,
+    rate: float,
+    count: int,
+    seed: int = 7,
+    quiet: bool = False,
+    stop: threading.Event | None = None,
+    result: LoadResult | None = None,
+) -> LoadResult:
+    """Place `count` orders at `rate` per second (until `stop` is set); return their ids and what
+    went wrong. Pass `result` to watch it fill while this runs."""
     rng = random.Random(seed)
-    result = LoadResult()
+    result = result if result is not None else LoadResult()
     interval = 1 / rate
     started = next_at = time.monotonic()
     last_report = started
     with httpx.Client(base_url=url, timeout=10) as client:
         for n in range(count):
             pause = next_at - time.monotonic()
-            if pause > 0:
+            if stop is not None:
+                if stop.wait(max(0.0, pause)):
+                    break
+            elif pause > 0:
                 time.sleep(pause)  # pacing the load
             next_at += interval
             kind = rng.choices(["ok", "declined", "scarce"], weights=[70, 15, 15])[0]

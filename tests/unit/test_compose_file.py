@@ -18,7 +18,10 @@ from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings
 
 COMPOSE = PROJECT_ROOT / "docker-compose.yml"
-NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED"}
+NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID"}
+COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN"}
+"""Inside its container the panel listens beyond loopback, so compose hands it the token (or none,
+and it makes one up); natively it listens on loopback and needs none unless the user sets one."""
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,7 @@ def test_platform_services_read_the_same_variables_as_their_native_processes(
     compose: dict[str, Any],
 ) -> None:
     for program in _native_platform():
-        compose_variables = set(compose["services"][program.name]["environment"])
+        compose_variables = set(compose["services"][program.name]["environment"]) - COMPOSE_ONLY_VARIABLES
         assert compose_variables == set(program.environment) - NATIVE_ONLY_VARIABLES, program.name
 
 
@@ -106,3 +109,20 @@ def test_every_mounted_file_exists(compose: dict[str, Any]) -> None:
             if source.startswith("./"):
                 assert (PROJECT_ROOT / source).exists(), (name, source)
     assert Path(PROJECT_ROOT / "Dockerfile").exists()
+
+
+def test_the_panel_reaches_the_same_processes_on_the_same_ports_in_both_paths(compose: dict[str, Any]) -> None:
+    native = processes.control_urls(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))
+    in_compose = json.loads(compose["services"]["chaos-panel"]["environment"]["CONTROL_URLS"])
+    assert set(in_compose) == set(native)
+    for name, url in in_compose.items():
+        assert url == f"http://{name}:{native[name].rsplit(':', 1)[1]}", name
+        assert compose["services"][name]["environment"]["CONTROL_PORT"] == int(native[name].rsplit(":", 1)[1])
+
+
+def test_consumers_run_as_many_group_members_in_both_paths(compose: dict[str, Any]) -> None:
+    for program in _native_platform():
+        members = program.environment.get("CONSUMER_MEMBERS")
+        assert str(compose["services"][program.name]["environment"].get("CONSUMER_MEMBERS")) == str(members), (
+            program.name
+        )

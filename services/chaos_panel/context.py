@@ -1,0 +1,63 @@
+"""The one place the panel's parts are built and wired: settings to clients, readers and runners."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from services.chaos_panel import records
+from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
+from services.chaos_panel.control_plane import ControlPlane, ProcessState
+from services.chaos_panel.health import per_database
+from services.chaos_panel.injector import Injector
+from services.chaos_panel.load_runner import LoadRunner
+from services.chaos_panel.security import Guard
+from services.chaos_panel.settings import PanelSettings
+from services.chaos_panel.telemetry_store import TelemetryReader, TelemetryStore
+
+
+@dataclass
+class Panel:
+    settings: PanelSettings
+    guard: Guard
+    control: ControlPlane
+    injector: Injector
+    loads: LoadRunner
+    store: TelemetryStore
+    query: Query
+    readers: list[TelemetryReader] = field(default_factory=list)
+
+    def verdict(self) -> Verdict:
+        return audit(self.query, stuck_after=timedelta(seconds=self.settings.AUDIT_STUCK_AFTER_SECONDS))
+
+    def teaching(self, states: list[ProcessState]) -> list[ProcessState]:
+        """Consumers running a deliberately unsafe strategy."""
+        return [state for state in states if state.strategy not in (None, "correct")]
+
+    def start(self) -> None:
+        for reader in self.readers:
+            reader.start()
+
+    def stop(self) -> None:
+        for reader in self.readers:
+            reader.stop()
+        self.loads.stop()
+        self.control.close()
+
+
+def build_panel(settings: PanelSettings) -> Panel:
+    auditor_url = settings.DATABASE_URL or ""
+    store = TelemetryStore()
+    return Panel(
+        settings=settings,
+        guard=Guard(settings.CHAOS_PANEL_TOKEN, settings.loopback_only),
+        control=ControlPlane(settings.CONTROL_URLS, settings.PAYMENT_PROVIDER_URL, settings.MAIL_URL),
+        injector=Injector(settings.KAFKA_BOOTSTRAP_SERVERS),
+        loads=LoadRunner(settings.ORDERS_API_URL),
+        store=store,
+        query=database_reader(lambda name: per_database(auditor_url, name)),
+        readers=[TelemetryReader(settings.KAFKA_BOOTSTRAP_SERVERS, store)],
+    )
+
+
+__all__ = ["Panel", "build_panel", "records"]

@@ -1,0 +1,186 @@
+"""The panel's hands: every running process's control endpoint, and the sandboxes' fault APIs.
+
+Each background process serves /faults and /metrics (and consumers /strategy and /rewind) on its
+control URL; the panel learns the names from CONTROL_URLS and asks each what it can do.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+COUNTED_OUTCOMES = ("applied", "duplicate", "retryable_failure", "terminal_failure", "ignored")
+
+
+class ControlError(Exception):
+    """A control action the process refused or could not be asked (the message says which)."""
+
+
+@dataclass
+class ProcessState:
+    name: str
+    url: str
+    up: bool = False
+    error: str = ""
+    points: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    armed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fired: dict[str, int] = field(default_factory=dict)
+    consumer: str | None = None
+    strategy: str | None = None
+    strategies: list[str] = field(default_factory=list)
+    outcomes: dict[str, float] = field(default_factory=dict)
+    """Outcome -> deliveries counted since the process started."""
+    started_at: float | None = None
+
+
+def outcome_counts(exposition: str) -> dict[str, float]:
+    """Sum eo_consumer_messages_total by outcome from a /metrics page."""
+    counts: dict[str, float] = defaultdict(float)
+    for family in text_string_to_metric_families(exposition):
+        if family.name == "eo_consumer_messages":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    counts[sample.labels["outcome"]] += sample.value
+    return {outcome: counts.get(outcome, 0.0) for outcome in COUNTED_OUTCOMES}
+
+
+def start_time(exposition: str) -> float | None:
+    for family in text_string_to_metric_families(exposition):
+        if family.name == "process_start_time_seconds":
+            return family.samples[0].value
+    return None
+
+
+class ControlPlane:
+    def __init__(self, control_urls: dict[str, str], provider_url: str, mail_url: str, timeout: float = 3.0):
+        self.control_urls = dict(control_urls)
+        self.sandboxes = {"payment-provider": provider_url, "mail": mail_url}
+        self._client = httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _url(self, process: str) -> str:
+        url = self.control_urls.get(process)
+        if url is None:
+            raise ControlError(f"no process called {process!r}; known: {', '.join(sorted(self.control_urls))}")
+        return url
+
+    def _call(self, method: str, url: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        try:
+            response = self._client.request(method, url, timeout=timeout or self._client.timeout, **kwargs)
+        except httpx.HTTPError as error:
+            raise ControlError(f"{url} did not answer ({type(error).__name__}): is the process running?") from error
+        try:
+            body = response.json()
+        except ValueError:
+            body = {"error": response.text[:200]}
+        if response.status_code >= 400:
+            detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
+            raise ControlError(f"{url}: HTTP {response.status_code}: {detail}")
+        return body
+
+    # What runs ----------------------------------------------------------------------------------
+
+    def state(self, name: str) -> ProcessState:
+        state = ProcessState(name, self.control_urls[name])
+        try:
+            faults = self._call("GET", f"{state.url}/faults", timeout=2)
+            metrics = self._client.get(f"{state.url}/metrics", timeout=2).text
+        except (ControlError, httpx.HTTPError) as error:
+            state.error = str(error)
+            return state
+        state.up = True
+        state.points = list(faults.get("points", []))
+        state.actions = list(faults.get("actions", []))
+        state.armed = dict(faults.get("armed", {}))
+        state.fired = dict(faults.get("fired", {}))
+        state.consumer = faults.get("consumer")
+        state.outcomes = outcome_counts(metrics) if state.consumer else {}
+        state.started_at = start_time(metrics)
+        if state.consumer:
+            try:
+                strategy = self._call("GET", f"{state.url}/strategy", timeout=2)
+                state.strategy, state.strategies = strategy["strategy"], list(strategy["strategies"])
+            except ControlError as error:
+                state.error = str(error)
+        return state
+
+    def states(self) -> list[ProcessState]:
+        """Every process's state, asked in parallel."""
+        with ThreadPoolExecutor(max_workers=max(1, len(self.control_urls))) as pool:
+            return list(pool.map(self.state, sorted(self.control_urls)))
+
+    # Fault points ---------------------------------------------------------------------------------
+
+    def arm(
+        self,
+        process: str,
+        point: str,
+        action: str,
+        times: int | None = 1,
+        probability: float = 1.0,
+        stall_seconds: float = 5.0,
+    ) -> None:
+        self._call(
+            "POST",
+            f"{self._url(process)}/faults",
+            json={
+                "point": point,
+                "action": action,
+                "times": "always" if times is None else times,
+                "probability": probability,
+                "stall_seconds": stall_seconds,
+            },
+        )
+
+    def disarm(self, process: str, point: str | None = None) -> None:
+        self._call("DELETE", f"{self._url(process)}/faults", params={"point": point} if point else None)
+
+    # Consumers ------------------------------------------------------------------------------------
+
+    def set_strategy(self, process: str, strategy: str) -> None:
+        self._call("POST", f"{self._url(process)}/strategy", json={"strategy": strategy})
+
+    def rewind(self, process: str, to: str) -> list[dict[str, Any]]:
+        body = self._call("POST", f"{self._url(process)}/rewind", json={"to": to}, timeout=40)
+        return list(body.get("partitions", []))
+
+    # Sandboxes ------------------------------------------------------------------------------------
+
+    def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"{self.sandboxes[sandbox]}/admin/faults"))
+
+    def set_sandbox_faults(self, sandbox: str, faults: dict[str, Any]) -> dict[str, Any]:
+        if sandbox not in self.sandboxes:
+            raise ControlError(f"no sandbox called {sandbox!r}; known: {', '.join(self.sandboxes)}")
+        return dict(self._call("PUT", f"{self.sandboxes[sandbox]}/admin/faults", json=faults))
+
+    # Everything -----------------------------------------------------------------------------------
+
+    def reset(self) -> list[str]:
+        """Disarm every point, switch every consumer back to `correct`, clear the sandboxes' faults.
+        Returns what could not be reached (the rest is reset)."""
+        problems = []
+        for state in self.states():
+            if not state.up:
+                problems.append(f"{state.name}: not running")
+                continue
+            try:
+                self.disarm(state.name)
+                if state.consumer and state.strategy != "correct":
+                    self.set_strategy(state.name, "correct")
+            except ControlError as error:
+                problems.append(str(error))
+        for sandbox, url in self.sandboxes.items():
+            try:
+                self._call("DELETE", f"{url}/admin/faults")
+            except ControlError as error:
+                problems.append(f"{sandbox}: {error}")
+        return problems

@@ -1,0 +1,263 @@
+"""The panel's control actions: POST /api/…, each taking JSON or a form from the panel's pages.
+
+Every action goes through the Guard (token where needed, same origin, CSRF). Answers are JSON,
+or a one-line HTML notice when htmx asks (the pages show it in place).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from html import escape
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from services.chaos_panel import records
+from services.chaos_panel.context import Panel
+from services.chaos_panel.control_plane import ControlError
+from services.chaos_panel.injector import InjectionError
+from services.topology import EVENT_TOPICS
+
+Action = Callable[[dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]] | tuple[str, dict[str, Any]]]
+
+
+class BadInput(ValueError):
+    pass
+
+
+def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
+    value = body.get(name, default)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise BadInput(f"{name} is required")
+    text = str(value).strip()
+    if len(text) > 255 or not text.isprintable():
+        raise BadInput(f"{name} must be at most 255 printable characters")
+    return text
+
+
+def _number(body: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
+    raw = body.get(name, default)
+    try:
+        value = float(default if raw in (None, "") else raw)
+    except (TypeError, ValueError):
+        raise BadInput(f"{name} must be a number") from None
+    if not low <= value <= high:
+        raise BadInput(f"{name} must be between {low:g} and {high:g}")
+    return value
+
+
+def _times(body: dict[str, Any]) -> int | None:
+    raw = str(body.get("times", "1")).strip()
+    if raw in ("always", "every time"):
+        return None
+    return int(_number(body, "times", 1, 1, 100_000))
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type == "application/json":
+        try:
+            body = await request.json()
+        except ValueError:
+            raise BadInput("the body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise BadInput("the body must be a JSON object")
+        return body
+    form = await request.form()
+    return {name: value for name, value in form.items() if isinstance(value, str)}
+
+
+def _answer(request: Request, ok: bool, message: str, data: dict[str, Any], status: int = 200) -> Response:
+    if request.headers.get("hx-request"):
+        css = "notice ok" if ok else "notice bad"
+        return HTMLResponse(f'<p class="{css}" role="status">{escape(message)}</p>', status_code=200)
+    return JSONResponse({"ok": ok, "message": message, **data}, status_code=status)
+
+
+def router(panel: Panel) -> APIRouter:
+    api = APIRouter(prefix="/api", tags=["controls"])
+    control, injector = panel.control, panel.injector
+
+    def action(path: str) -> Callable[[Action], Action]:
+        def register(act: Action) -> Action:
+            async def endpoint(request: Request) -> Response:
+                try:
+                    body = await _body(request)
+                except BadInput as error:
+                    panel.guard.check(request, None)
+                    return _answer(request, False, str(error), {}, 400)
+                panel.guard.check(request, body.pop("csrf_token", None))
+                try:
+                    result = act(body)
+                    message, data = await result if isinstance(result, Awaitable) else result
+                except (BadInput, ValueError) as error:
+                    return _answer(request, False, str(error), {}, 400)
+                except (ControlError, InjectionError) as error:
+                    return _answer(request, False, str(error), {}, 502)
+                return _answer(request, True, message, data)
+
+            api.add_api_route(path, endpoint, methods=["POST"], name=path.strip("/").replace("/", "_"))
+            return act
+
+        return register
+
+    @action("/orders")
+    def place_order(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        kind = str(body.get("kind") or "ok")
+        order_id = panel.loads.place_one(kind)
+        return f"placed order {order_id} ({kind})", {"order_id": order_id}
+
+    @action("/load")
+    def start_load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        rate = _number(body, "rate", 10, 0.1, 200)
+        count = int(_number(body, "count", 100, 1, 100_000))
+        panel.loads.start(rate, count)
+        return f"placing {count} orders at {rate:g} a second", {"rate": rate, "count": count}
+
+    @action("/load/stop")
+    def stop_load(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        panel.loads.stop()
+        return "load stopped", {}
+
+    @action("/faults")
+    def arm(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process, point, what = _text(body, "process"), _text(body, "point"), _text(body, "action")
+        times = _times(body)
+        probability = _number(body, "probability", 1, 0.001, 1)
+        stall = _number(body, "stall_seconds", 5, 0, 120)
+        control.arm(process, point, what, times, probability, stall)
+        how_often = "every time" if times is None else f"{times} time{'s' if times != 1 else ''}"
+        return f"armed {process}: {what} at {point}, {how_often}, p={probability:g}", {}
+
+    @action("/faults/disarm")
+    def disarm(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process = _text(body, "process")
+        point = str(body.get("point") or "") or None
+        control.disarm(process, point)
+        return f"disarmed {point or 'every point'} on {process}", {}
+
+    @action("/serialization-failures")
+    def serialization_failures(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process = _text(body, "process")
+        times = _times(body)
+        control.arm(process, "before_commit", "serialization_failure", times, _number(body, "probability", 1, 0.001, 1))
+        return (
+            f"{process}: the next commits fail with SQLSTATE 40001 ({times or 'every'} time(s)); watch the retries",
+            {},
+        )
+
+    @action("/strategy")
+    def strategy(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process, chosen = _text(body, "process"), _text(body, "strategy")
+        control.set_strategy(process, chosen)
+        if chosen == "correct":
+            return f"{process} is back on the correct strategy", {}
+        return f"{process} now runs the teaching strategy {chosen}: it is deliberately unsafe", {}
+
+    @action("/rewind")
+    def rewind(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process, to = _text(body, "process"), _text(body, "to", "beginning")
+        partitions = control.rewind(process, to)
+        return f"{process} rewound {len(partitions)} partition(s) to {to}", {"partitions": partitions}
+
+    @action("/republish")
+    def republish(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        message_id = _text(body, "message_id")
+        copies = int(_number(body, "copies", 1, 1, 1000))
+        spread = str(body.get("spread", "")).lower() in ("1", "true", "on", "yes")
+        event = records.event(panel.query, message_id)
+        if event is None:
+            raise BadInput(f"no outbox row has message id {message_id}")
+        sent = injector.republish(event, copies, spread)
+        return (
+            f"sent {copies} cop{'y' if copies == 1 else 'ies'} of {event.event_type} {message_id} to {sent.topic} "
+            f"(partitions {', '.join(map(str, sent.partitions))})",
+            {"order_id": event.key, "topic": sent.topic, "partitions": sent.partitions},
+        )
+
+    @action("/storm")
+    def storm(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """A new order, and its OrderPlaced sent N more times at once to every partition."""
+        copies = int(_number(body, "copies", 20, 1, 1000))
+        order_id = panel.loads.place_one("ok")
+        placed = next(
+            (e for e in records.events_of_order(panel.query, order_id) if e.event_type == "OrderPlaced"), None
+        )
+        if placed is None:
+            raise BadInput(f"order {order_id} has no OrderPlaced in the orders outbox")
+        sent = injector.republish(placed, copies, spread=True)
+        return (
+            f"order {order_id}: its OrderPlaced sent {copies} more times across partitions "
+            f"{', '.join(map(str, sent.partitions))}",
+            {"order_id": order_id, "message_id": placed.message_id},
+        )
+
+    @action("/sandbox-faults")
+    def sandbox_faults(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        sandbox = _text(body, "sandbox")
+        fields = {name: value for name, value in body.items() if name != "sandbox" and value not in (None, "")}
+        now = control.set_sandbox_faults(sandbox, fields)
+        active = ", ".join(f"{k}={v}" for k, v in now.items() if v and k != "timeout_seconds") or "none"
+        return f"{sandbox} faults now: {active}", {"faults": now}
+
+    @action("/poison")
+    def poison(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        kind = _text(body, "kind")
+        topic = str(body.get("topic") or EVENT_TOPICS[0])
+        if topic not in EVENT_TOPICS:
+            raise BadInput(f"topic must be one of {', '.join(EVENT_TOPICS)}")
+        key, sent = injector.poison(kind, topic)
+        return f"sent a poison message ({kind}) to {sent.topic}; look for it among the dead letters", {"key": key}
+
+    @action("/reset")
+    def reset(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        panel.loads.stop()
+        problems = control.reset()
+        if problems:
+            return "reset, except: " + "; ".join(problems), {"problems": problems}
+        return "every fault disarmed, every consumer on the correct strategy, sandboxes clean", {"problems": []}
+
+    @api.get("/state")
+    def state() -> dict[str, Any]:
+        """Every process, its points, strategy and counters; restarts; the running load."""
+        states = control.states()
+        restarts = panel.store.restarts()
+        load = panel.loads.current
+        return {
+            "processes": [{**vars(s), "restarts": restarts.get(s.name, 0)} for s in states],
+            "teaching": [s.name for s in panel.teaching(states)],
+            "load": None
+            if load is None
+            else {
+                "rate": load.rate,
+                "count": load.count,
+                "placed": load.placed,
+                "failed": load.failed,
+                "running": not load.done.is_set(),
+                "seconds": round(time.time() - load.started, 1),
+            },
+        }
+
+    @api.get("/orders/{order_id}/timeline")
+    def timeline(order_id: str) -> dict[str, Any]:
+        from services.chaos_panel.pages import timeline_of
+
+        try:
+            entries = timeline_of(panel, order_id)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from error
+        return {"order_id": order_id, "entries": [vars(e) | {"clock": e.clock} for e in entries]}
+
+    @api.get("/audit")
+    def audit() -> dict[str, Any]:
+        verdict = panel.verdict()
+        return {
+            "green": verdict.green,
+            "anomalies": [vars(a) for a in verdict.anomalies],
+            "checks": verdict.checks,
+            "dead_letters": [vars(d) for d in list(panel.store.dead_letters)[-200:]],
+        }
+
+    return api

@@ -1,0 +1,133 @@
+"""Redeliveries and poison, for real: messages produced to the platform's topics.
+
+Republishing uses the event's outbox row, so the copy is byte for byte what the relay sent, with
+its original message id. A storm sends many copies at once, spread over every partition of the
+topic, so that several members of a consumer group receive the same message at the same moment:
+the concurrent duplicate that a second relay, a re-keyed replay or a zombie member produces.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from confluent_kafka import KafkaError, Message, Producer
+
+from services.chaos_panel.records import OutboxEvent
+from services.idempotent_consumer.envelope import MAX_BODY_BYTES
+from services.topology import ORDERS_EVENTS, TOPIC_PARTITIONS
+
+POISON_KINDS = {
+    "not_json": "a body that is not JSON",
+    "missing_message_id": "an envelope without a message id",
+    "unknown_type": "an event type no consumer knows",
+    "oversized": f"a body over the {MAX_BODY_BYTES // 1024} KiB limit",
+    "hostile": "markup and SQL in the type and key (must show escaped, and harm nothing)",
+}
+
+
+Headers = list[tuple[str, str | bytes | None]]
+Record = tuple[bytes, bytes, int | None, Headers]
+"""key, value, partition (None: by key), headers"""
+
+
+class InjectionError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Sent:
+    topic: str
+    copies: int
+    partitions: list[int]
+
+
+class Injector:
+    def __init__(self, bootstrap_servers: str) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._created: Producer | None = None
+
+    @property
+    def _producer(self) -> Producer:
+        """Made on first use: the panel starts, and shows what is wrong, even while Kafka is away."""
+        if self._created is None:
+            self._created = Producer(
+                {
+                    "bootstrap.servers": self._bootstrap_servers,
+                    "acks": "all",
+                    "linger.ms": 0,
+                    "message.max.bytes": 1_000_000,
+                    "log_level": 3,
+                }
+            )
+        return self._created
+
+    def _send(self, topic: str, records: Sequence[Record]) -> Sent:
+        errors: list[str] = []
+        partitions: list[int] = []
+
+        def on_delivery(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                errors.append(str(error))
+            else:
+                partitions.append(message.partition() or 0)
+
+        for key, value, partition, headers in records:
+            if partition is None:
+                self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery)
+            else:
+                self._producer.produce(
+                    topic, value=value, key=key, headers=headers, partition=partition, on_delivery=on_delivery
+                )
+        left = self._producer.flush(15)
+        if errors or left:
+            raise InjectionError(f"the broker did not confirm every copy: {errors[:1] or [f'{left} unconfirmed']}")
+        return Sent(topic, len(records), sorted(set(partitions)))
+
+    def republish(self, event: OutboxEvent, copies: int = 1, spread: bool = False) -> Sent:
+        """Send `copies` of the event exactly as the relay did, with its original message id."""
+        if not 1 <= copies <= 1000:
+            raise InjectionError("copies must be between 1 and 1000")
+        headers: Headers = [("eo-message-id", event.message_id.encode()), ("eo-injected", b"republish")]
+        if event.trace_id:
+            headers.append(("eo-trace-id", event.trace_id.encode()))
+        records = [
+            (event.key.encode(), event.envelope.encode(), n % TOPIC_PARTITIONS if spread else None, headers)
+            for n in range(copies)
+        ]
+        return self._send(event.topic, records)
+
+    def poison(self, kind: str, topic: str = ORDERS_EVENTS) -> tuple[str, Sent]:
+        """Send one malformed message; returns its key (the dead letters carry it) and where it went."""
+        if kind not in POISON_KINDS:
+            raise InjectionError(f"unknown poison {kind!r}; known: {', '.join(POISON_KINDS)}")
+        key = f"poison-{kind}-{uuid.uuid4().hex[:8]}"
+        envelope: dict[str, object] = {
+            "message_id": str(uuid.uuid4()),
+            "type": "OrderPlaced",
+            "version": 1,
+            "key": key,
+            "occurred_at": datetime.now(UTC).isoformat(),
+            "payload": {},
+        }
+        if kind == "not_json":
+            body = b'{"message_id": "unterminated'
+        elif kind == "missing_message_id":
+            del envelope["message_id"]
+            body = json.dumps(envelope).encode()
+        elif kind == "unknown_type":
+            envelope["type"] = "OrderTeleported"
+            body = json.dumps(envelope).encode()
+        elif kind == "oversized":
+            envelope["payload"] = {"padding": "x" * (MAX_BODY_BYTES + 1024)}
+            body = json.dumps(envelope).encode()
+        else:  # hostile
+            key = f"<script>alert('{key}')</script>'; DROP TABLE outbox;--"
+            envelope["key"] = key
+            envelope["type"] = "<img src=x onerror=alert(1)>"
+            body = json.dumps(envelope).encode()
+        headers: Headers = [("eo-injected", f"poison:{kind}".encode())]
+        return key, self._send(topic, [(key.encode(), body, None, headers)])

@@ -1,0 +1,158 @@
+"""The panel's pages and the fragments they poll (htmx swaps them in place)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from services.chaos_panel import records, timeline
+from services.chaos_panel.context import Panel
+from services.chaos_panel.health import database_checks, kafka_check
+from services.chaos_panel.injector import POISON_KINDS
+from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token
+from services.idempotent_consumer.outcomes import Strategy
+from services.topology import CONSUMERS, EVENT_TOPICS
+
+TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+STRATEGY_LESSONS = {
+    "correct": "claim the marker with INSERT … ON CONFLICT DO NOTHING in the business transaction",
+    "check_then_act": "SELECT the marker, act, then insert it: two deliveries at once both pass the check",
+    "marker_before_in_separate_txn": "commit the marker first: a crash before the effect loses the message",
+    "marker_after_in_separate_txn": "commit the effect first: a crash before the marker applies it twice",
+    "ack_before_commit": "acknowledge before the transaction: a crash loses the message",
+    "memory_dedup_only": "remember ids in memory: a restart forgets them",
+    "message_id_only_key": "one marker per message for all consumers: the second consumer skips it",
+    "no_dedup": "no marker at all: every redelivery applies again",
+}
+
+
+def timeline_of(panel: Panel, order_id: str) -> list[timeline.Entry]:
+    events = records.events_of_order(panel.query, order_id)
+    return timeline.build(events, panel.store.for_key(order_id), panel.store.starts)
+
+
+def router(panel: Panel) -> APIRouter:
+    pages = APIRouter(tags=["pages"])
+
+    def render(request: Request, template: str, **context: Any) -> Response:
+        csrf = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+        response = TEMPLATES.TemplateResponse(
+            request,
+            template,
+            {
+                "csrf": csrf,
+                "token_required": panel.guard.token_required,
+                "authorised": panel.guard.token_ok(request),
+                "path": request.url.path,
+                **context,
+            },
+        )
+        if request.cookies.get(CSRF_COOKIE) != csrf:
+            response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="strict")
+        response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
+        )
+        return response
+
+    @pages.get("/", response_class=HTMLResponse)
+    def home(request: Request) -> Response:
+        """What runs, whether the invariants hold, and what each consumer counted."""
+        return render(request, "index.html", consumers=CONSUMERS, topics=EVENT_TOPICS)
+
+    @pages.get("/orders", response_class=HTMLResponse)
+    def orders(request: Request) -> Response:
+        return render(request, "orders.html")
+
+    @pages.get("/orders/{order_id}", response_class=HTMLResponse)
+    def order(request: Request, order_id: str) -> Response:
+        try:
+            row = records.order(panel.query, order_id)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from error
+        if row is None:
+            raise HTTPException(404, f"no order {order_id}")
+        return render(request, "order.html", order=row)
+
+    @pages.get("/chaos", response_class=HTMLResponse)
+    def chaos(request: Request) -> Response:
+        return render(
+            request,
+            "chaos.html",
+            states=panel.control.states(),
+            strategies=list(Strategy),
+            lessons=STRATEGY_LESSONS,
+            poison_kinds=POISON_KINDS,
+            topics=EVENT_TOPICS,
+            sandboxes={name: _sandbox(panel, name) for name in panel.control.sandboxes},
+        )
+
+    @pages.get("/dead-letters", response_class=HTMLResponse)
+    def dead_letters(request: Request) -> Response:
+        return render(request, "dead_letters.html", letters=list(reversed(panel.store.dead_letters))[:500])
+
+    @pages.get("/login", response_class=HTMLResponse)
+    def login(request: Request, token: str = "") -> Response:
+        if token:
+            response = RedirectResponse("/", status_code=303)
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
+            return response
+        return render(request, "login.html")
+
+    # Fragments, polled by the pages -------------------------------------------------------------
+
+    @pages.get("/fragments/banner", response_class=HTMLResponse)
+    def banner(request: Request) -> Response:
+        return render(request, "fragments/banner.html", teaching=panel.teaching(panel.control.states()))
+
+    @pages.get("/fragments/processes", response_class=HTMLResponse)
+    def processes(request: Request) -> Response:
+        return render(
+            request, "fragments/processes.html", states=panel.control.states(), restarts=panel.store.restarts()
+        )
+
+    @pages.get("/fragments/verdict", response_class=HTMLResponse)
+    def verdict(request: Request) -> Response:
+        checks = [kafka_check(panel.settings.KAFKA_BOOTSTRAP_SERVERS), *database_checks(panel.settings.DATABASE_URL)]
+        answering = all(check.ok for check in checks)
+        return render(
+            request,
+            "fragments/verdict.html",
+            checks=checks,
+            verdict=panel.verdict() if answering else None,
+            dead_letters=len(panel.store.dead_letters),
+        )
+
+    @pages.get("/fragments/orders", response_class=HTMLResponse)
+    def order_list(request: Request) -> Response:
+        return render(
+            request,
+            "fragments/orders.html",
+            orders=records.recent_orders(panel.query),
+            counts=records.status_counts(panel.query),
+            load=panel.loads.current,
+        )
+
+    @pages.get("/fragments/timeline/{order_id}", response_class=HTMLResponse)
+    def order_timeline(request: Request, order_id: str) -> Response:
+        try:
+            row = records.order(panel.query, order_id)
+            events = records.events_of_order(panel.query, order_id)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from error
+        entries = timeline.build(events, panel.store.for_key(order_id), panel.store.starts)
+        return render(request, "fragments/timeline.html", order=row, events=events, entries=entries)
+
+    return pages
+
+
+def _sandbox(panel: Panel, name: str) -> dict[str, Any]:
+    try:
+        return panel.control.sandbox_faults(name)
+    except Exception as error:  # shown on the page: the sandbox does not answer
+        return {"error": str(error)}

@@ -1,0 +1,64 @@
+"""Who may press the panel's buttons.
+
+- Bound to loopback (the default), no token is needed: only this machine can reach it.
+- Bound elsewhere, every control action needs the token: `Authorization: Bearer <token>`, or the
+  cookie set by visiting `/login?token=<token>` once.
+- Either way, a control action must come from the panel's own pages: a JSON body (which a
+  cross-site form cannot send without a CORS preflight the panel never grants), or the CSRF token
+  of the page's cookie echoed in the `X-CSRF-Token` header or a `csrf_token` field. A request whose
+  Origin (or Referer) is another site is refused outright.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from urllib.parse import urlsplit
+
+from fastapi import HTTPException, Request
+
+TOKEN_COOKIE = "eo_panel_token"
+CSRF_COOKIE = "eo_csrf"
+CSRF_HEADER = "x-csrf-token"
+
+
+class Guard:
+    def __init__(self, token: str, loopback_only: bool) -> None:
+        self.token_required = not loopback_only
+        self.token = token or (secrets.token_urlsafe(24) if self.token_required else "")
+
+    def token_ok(self, request: Request) -> bool:
+        if not self.token_required:
+            return True
+        offered = request.cookies.get(TOKEN_COOKIE, "")
+        authorization = request.headers.get("authorization", "")
+        if authorization.lower().startswith("bearer "):
+            offered = authorization[7:].strip()
+        return bool(offered) and hmac.compare_digest(offered.encode(), self.token.encode())
+
+    def check(self, request: Request, form_csrf: str | None) -> None:
+        """Raise 403 unless this control request may act."""
+        if not same_origin(request):
+            raise HTTPException(403, "refused: this request comes from another site")
+        if not self.token_ok(request):
+            raise HTTPException(403, "refused: a token is needed (visit /login?token=… or send a Bearer token)")
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == "application/json":
+            return
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        echoed = request.headers.get(CSRF_HEADER) or form_csrf or ""
+        if not cookie or not hmac.compare_digest(cookie.encode(), echoed.encode()):
+            raise HTTPException(403, "refused: the form's CSRF token is missing or stale (reload the page)")
+
+
+def same_origin(request: Request) -> bool:
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        return False
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if not source or source == "null":
+        return source != "null"
+    return urlsplit(source).netloc.lower() == request.headers.get("host", "").lower()
+
+
+def new_csrf_token() -> str:
+    return secrets.token_urlsafe(24)

@@ -1,0 +1,39 @@
+"""What the panel reads from its environment (the launcher and docker-compose set all of it)."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class PanelSettings(BaseSettings):
+    model_config = SettingsConfigDict(extra="ignore")
+
+    DATABASE_URL: str | None = None
+    """The read-only auditor's URL (any database: the panel switches database per query)."""
+    KAFKA_BOOTSTRAP_SERVERS: str = "127.0.0.1:59092"
+    CHAOS_PANEL_HOST: str = "127.0.0.1"
+    CHAOS_PANEL_PORT: int = 8080
+    CHAOS_PANEL_TOKEN: str = ""
+    """Required for every control action when the panel listens beyond loopback; generated (and
+    logged once) when not set there."""
+    CONTROL_URLS: dict[str, str] = Field(default_factory=dict)
+    """Process name -> control endpoint, as JSON: {"inventory": "http://127.0.0.1:9103", ...}."""
+    ORDERS_API_URL: str = "http://127.0.0.1:8000"
+    PAYMENT_PROVIDER_URL: str = "http://127.0.0.1:8001"
+    MAIL_URL: str = "http://127.0.0.1:8002"
+    EO_RUN_ID: str = ""
+    AUDIT_STUCK_AFTER_SECONDS: float = 60
+    """A saga not final after this long is flagged as stuck."""
+
+    @property
+    def loopback_only(self) -> bool:
+        host = self.CHAOS_PANEL_HOST
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False

@@ -1,0 +1,152 @@
+"""The two workshop scenarios, clicked through the panel in headless Chromium (Debian's chromium
+and chromedriver; Selenium is pointed at them and downloads nothing).
+
+Screenshots land in artifacts/screenshots/; the README shows copies of them from docs/images/.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from services.settings import PROJECT_ROOT
+from tests.e2e.panel.conftest import PanelSystem
+
+SCREENSHOTS = PROJECT_ROOT / "artifacts" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("Debian's chromium and chromium-driver are needed: `make browser` installs them")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1300,1600",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait(driver: WebDriver, what: str, condition: Callable[[WebDriver], bool], timeout: float = 60) -> None:
+    WebDriverWait(driver, timeout, poll_frequency=0.2).until(condition, message=f"waiting for {what}")
+
+
+def _text_of(driver: WebDriver, selector: str) -> str:
+    return " ".join(element.text for element in driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def _notice(driver: WebDriver, contains: str) -> str:
+    _wait(driver, f"the notice {contains!r}", lambda d: contains in _text_of(d, "#notice"), 30)
+    return _text_of(driver, "#notice")
+
+
+def _arm(driver: WebDriver, process: str, point: str, action: str, times: str, stall_seconds: str = "5") -> None:
+    form = driver.find_element(By.ID, f"arm-{process}")
+    Select(form.find_element(By.NAME, "point")).select_by_visible_text(point)
+    Select(form.find_element(By.NAME, "action")).select_by_visible_text(action)
+    for name, value in (("times", times), ("stall_seconds", stall_seconds)):
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    form.find_element(By.XPATH, ".//button[text()='Arm']").click()
+    _notice(driver, f"armed {process}: {action} at {point}")
+
+
+def _screenshot(driver: WebDriver, name: str) -> None:
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.save_screenshot(str(SCREENSHOTS / name))
+
+
+def test_a_crash_after_commit_before_ack_is_redelivered_and_counted_as_a_duplicate(
+    clean: PanelSystem, browser: WebDriver
+) -> None:
+    browser.get(f"{clean.url}/chaos")
+    _arm(browser, "inventory", "after_commit_before_ack", "crash", "1")
+
+    browser.get(f"{clean.url}/orders")
+    browser.find_element(By.ID, "place-order").click()
+    placed = re.search(r"placed order ([0-9a-f-]{36})", _notice(browser, "placed order"))
+    assert placed
+    order_id = placed.group(1)
+
+    browser.get(f"{clean.url}/orders/{order_id}")
+
+    def story_told(driver: WebDriver) -> bool:
+        crash = "inventory crashed at after_commit_before_ack" in _text_of(driver, "li.entry.fault")
+        restart = "inventory process started again" in _text_of(driver, "li.entry.started")
+        duplicate = "inventory-reservation-v1 OrderPlaced: duplicate" in _text_of(driver, "li.entry.duplicate")
+        return crash and restart and duplicate and _text_of(driver, "#order-status") == "CONFIRMED"
+
+    _wait(browser, "the crash, the restart and the duplicate on the timeline", story_told)
+    entries = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "li.entry")]
+    crash_at = next(i for i, e in enumerate(entries) if "crashed at after_commit_before_ack" in e)
+    restart_at = next(i for i, e in enumerate(entries) if "inventory process started again" in e)
+    duplicate_at = next(i for i, e in enumerate(entries) if "inventory-reservation-v1 OrderPlaced: duplicate" in e)
+    assert crash_at < restart_at < duplicate_at, entries
+    _screenshot(browser, "timeline-crash-redelivered-as-duplicate.png")
+
+    browser.get(f"{clean.url}/")
+    _wait(browser, "a green audit", lambda d: "Green: nothing lost" in _text_of(d, "#audit-verdict"))
+    _wait(browser, "inventory's restart counted", lambda d: _text_of(d, "#process-inventory .restarts") != "0")
+    _screenshot(browser, "overview-green-after-crash.png")
+
+
+def test_check_then_act_under_a_duplicate_storm_turns_the_audit_red(clean: PanelSystem, browser: WebDriver) -> None:
+    browser.get(f"{clean.url}/chaos")
+    form = browser.find_element(By.ID, "strategy-inventory")
+    Select(form.find_element(By.NAME, "strategy")).select_by_visible_text("check_then_act")
+    form.find_element(By.XPATH, ".//button[text()='Switch']").click()
+    _notice(browser, "inventory now runs the teaching strategy check_then_act")
+    _wait(browser, "the red banner", lambda d: "TEACHING STRATEGY ACTIVE" in _text_of(d, "#banner"), 15)
+    # A slow handler: each member pauses a second between its check and its insert, as a busy
+    # database would make it. The storm puts the same new message in both members' hands at once.
+    _arm(browser, "inventory", "after_check", "stall", "2", stall_seconds="1")
+    storm = browser.find_element(By.ID, "storm")
+    copies = storm.find_element(By.NAME, "copies")
+    copies.clear()
+    copies.send_keys("20")
+    storm.find_element(By.XPATH, ".//button[text()='Storm']").click()
+    stormed = re.search(r"order ([0-9a-f-]{36}): its OrderPlaced sent 20 more times", _notice(browser, "more times"))
+    assert stormed
+    order_id = stormed.group(1)
+    _screenshot(browser, "chaos-check-then-act-banner.png")
+
+    browser.get(f"{clean.url}/")
+
+    def doubled(driver: WebDriver) -> bool:
+        return "Red:" in _text_of(driver, "#audit-verdict") and any(
+            order_id in row.text and "inventory decides once per order" in row.text
+            for row in driver.find_elements(By.CSS_SELECTOR, "tr.anomaly")
+        )
+
+    _wait(browser, f"the auditor to name {order_id} as doubled", doubled)
+    assert "TEACHING STRATEGY ACTIVE" in _text_of(browser, "#banner")
+    _screenshot(browser, "overview-red-check-then-act.png")
+
+    browser.get(f"{clean.url}/chaos")
+    browser.find_element(By.ID, "reset-all").click()
+    _notice(browser, "every fault disarmed")
+    _wait(browser, "the banner to go", lambda d: "TEACHING" not in _text_of(d, "#banner"), 15)
