@@ -182,7 +182,7 @@ class MessageProcessor:
 
     @property
     def connection(self) -> Connection:
-        if self._connection is None or self._connection.closed:
+        if self._connection is None or self._connection.closed or self._connection.broken:
             self.close()
             connection = self._connect()
             # Not autocommit: the first statement opens the transaction without a round trip
@@ -203,6 +203,7 @@ class MessageProcessor:
                     connection.rollback()
                 except psycopg.Error:
                     log.warning("rollback failed; the connection will be replaced")
+                    connection.close()
             raise
         connection.commit()
 
@@ -489,9 +490,14 @@ class MessageProcessor:
         self.record(event, Outcome.RETRYABLE_FAILURE, error_class=type(error).__name__)
 
     def _connection_lost(self, error: BaseException) -> bool:
+        """The session is gone: the connection closed, broke, or the server said it is ending it
+        (SQLSTATE class 57P, operator intervention, e.g. pg_terminate_backend; or class 08). The
+        server's message can arrive before the socket closes, while the connection still looks
+        usable: the SQLSTATE settles it."""
         if isinstance(error, psycopg.OperationalError) and not _is_retryable_transaction_error(error):
             connection = self._connection
-            if connection is None or connection.closed or connection.broken:
+            sqlstate = getattr(error, "sqlstate", None) or ""
+            if connection is None or connection.closed or connection.broken or sqlstate.startswith(("57P", "08")):
                 self.close()
                 return True
         return False

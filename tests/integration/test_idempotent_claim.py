@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outcomes import Outcome
-from services.idempotent_consumer.processor import Connection, Handler, NonRetryable, TerminalFailure
+from services.idempotent_consumer.processor import Connection, Handler, NonRetryable, RetryLater, TerminalFailure
 from tests.integration.conftest import ProcessorFactory
 from tests.support.ledger import (
     LEDGER_ENTRY,
@@ -302,3 +302,24 @@ def test_an_unknown_event_type_is_refused_at_once(make_processor: ProcessorFacto
     with pytest.raises(TerminalFailure) as failure:
         processor.process(Envelope.new("SomethingElse", "order-x", {}))
     assert failure.value.reason == "unknown_type"
+
+
+def test_the_server_ending_the_session_is_a_lost_connection_even_while_the_socket_looks_open(
+    make_processor: ProcessorFactory, runtime_db: str, name: str
+) -> None:
+    """pg_terminate_backend's message can reach the client before the socket closes: the error
+    (SQLSTATE 57P01) comes while the connection still looks usable. It must be retried on a new
+    connection, never counted against the message and dead-lettered."""
+    faults = FaultPoints()
+    processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)}, faults=faults)
+    event = entry("order-1")
+
+    def the_server_says_goodbye(_point: str) -> None:
+        raise psycopg.errors.AdminShutdown("terminating connection due to administrator command")
+
+    faults.arm("after_claim", the_server_says_goodbye, times=1)
+    with pytest.raises(RetryLater):
+        processor.process(event)
+    assert markers(runtime_db, name, event.message_id) == 0  # rolled back, nothing acknowledged
+    assert processor.process(event) is Outcome.APPLIED
+    assert ledger_rows(runtime_db, name, event.message_id) == 1
