@@ -25,6 +25,7 @@ from services.idempotent_consumer import runner
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.outcomes import Strategy
 from services.idempotent_consumer.processor import MessageProcessor, ProcessorConfig
+from services.idempotent_consumer.telemetry import KafkaTelemetry
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
 
@@ -80,7 +81,14 @@ def _prefill(settings: Settings, topic: str, events: Sequence[Envelope]) -> None
 
 
 def _kafka_rate(
-    settings: Settings, url: str, name: str, topic: str, count: int, strategy: Strategy, batch_size: int
+    settings: Settings,
+    url: str,
+    name: str,
+    topic: str,
+    count: int,
+    strategy: Strategy,
+    batch_size: int,
+    telemetry: bool = False,
 ) -> float:
     consumer_settings = runner.ConsumerSettings(
         DATABASE_URL=url,
@@ -95,6 +103,7 @@ def _kafka_rate(
         consumer_settings,
         dead_letter_topic=f"{topic}.dlq",
         bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
+        telemetry=KafkaTelemetry(settings.kafka_bootstrap_servers, name) if telemetry else None,
     )
     started: list[float] = []
 
@@ -132,6 +141,7 @@ def _case(
     strategy: Strategy = Strategy.CORRECT,
     batch_size: int = 1,
     duplicates: bool = False,
+    telemetry: bool = False,
 ) -> Row:
     _say(f"{label}: {count} messages")
     run = uuid.uuid4().hex[:8]
@@ -142,7 +152,7 @@ def _case(
     if duplicates:  # every marker exists already: each delivery takes the duplicate path
         for name in (kafka_name, sql_name):
             _sql_only_rate(url, name, events, Strategy.CORRECT, 500)
-    kafka = _kafka_rate(settings, url, kafka_name, topic, count, strategy, batch_size)
+    kafka = _kafka_rate(settings, url, kafka_name, topic, count, strategy, batch_size, telemetry)
     sql_only = _sql_only_rate(url, sql_name, events, strategy, batch_size)
     return Row(label, count, kafka, sql_only)
 
@@ -152,6 +162,14 @@ TARGETS: dict[str, Callable[[dict[str, Row]], tuple[str, bool]]] = {
     "batched 100": lambda r: (
         "≥ 15,000/s and ≥ 10× correct",
         r["batched 100"].kafka_rate >= 15_000 and r["batched 100"].kafka_rate >= 10 * r["correct"].kafka_rate,
+    ),
+    "correct + telemetry": lambda r: (
+        "≥ 0.9× correct",
+        r["correct + telemetry"].kafka_rate >= 0.9 * r["correct"].kafka_rate,
+    ),
+    "batched 100 + telemetry": lambda r: (
+        "≥ 0.8× batched 100",
+        r["batched 100 + telemetry"].kafka_rate >= 0.8 * r["batched 100"].kafka_rate,
     ),
     "duplicate path": lambda r: (
         "≥ 3× correct",
@@ -182,15 +200,17 @@ def main(argv: list[str] | None = None) -> int:
             _case(settings, url, "duplicate path", n, duplicates=True),
             _case(settings, url, "batched 10", b, batch_size=10),
             _case(settings, url, "batched 100", b, batch_size=100),
+            _case(settings, url, "correct + telemetry", n, telemetry=True),
+            _case(settings, url, "batched 100 + telemetry", b, batch_size=100, telemetry=True),
         )
     }
-    print(f"\n{'case':<16}{'messages':>9}{'Kafka msg/s':>13}{'SQL-only msg/s':>16}{'ratio':>7}  target")
+    print(f"\n{'case':<24}{'messages':>9}{'Kafka msg/s':>13}{'SQL-only msg/s':>16}{'ratio':>7}  target")
     report: list[dict[str, Any]] = []
     for case, row in rows.items():
         target, met = TARGETS[case](rows) if case in TARGETS else ("", True)
         verdict = ("met" if met else "NOT MET") if target else ""
         print(
-            f"{case:<16}{row.messages:>9}{row.kafka_rate:>13,.0f}{row.sql_only_rate:>16,.0f}"
+            f"{case:<24}{row.messages:>9}{row.kafka_rate:>13,.0f}{row.sql_only_rate:>16,.0f}"
             f"{row.ratio:>7.2f}  {target} {verdict}"
         )
         report.append({**asdict(row), "ratio": row.ratio, "target": target, "met": met})

@@ -7,11 +7,13 @@ import uvicorn
 from services.chaos_panel.app import create_app
 from services.chaos_panel.settings import PanelSettings
 from services.idempotent_consumer import logs
+from services.idempotent_consumer.telemetry import announce_start
 
 
 def main() -> None:
     settings = PanelSettings()
     logs.configure(logging.INFO)
+    announce_start("chaos-panel")
     uvicorn.run(
         create_app(settings),
         host=settings.CHAOS_PANEL_HOST,

@@ -51,7 +51,9 @@ def build_panel(settings: PanelSettings) -> Panel:
     return Panel(
         settings=settings,
         guard=Guard(settings.CHAOS_PANEL_TOKEN, settings.loopback_only),
-        control=ControlPlane(settings.CONTROL_URLS, settings.PAYMENT_PROVIDER_URL, settings.MAIL_URL),
+        control=ControlPlane(
+            settings.CONTROL_URLS, settings.PAYMENT_PROVIDER_URL, settings.MAIL_URL, settings.ORDERS_API_URL
+        ),
         injector=Injector(settings.KAFKA_BOOTSTRAP_SERVERS),
         loads=LoadRunner(settings.ORDERS_API_URL),
         store=store,

@@ -58,9 +58,20 @@ def start_time(exposition: str) -> float | None:
 
 
 class ControlPlane:
-    def __init__(self, control_urls: dict[str, str], provider_url: str, mail_url: str, timeout: float = 3.0):
+    def __init__(
+        self,
+        control_urls: dict[str, str],
+        provider_url: str,
+        mail_url: str,
+        orders_api_url: str = "",
+        timeout: float = 3.0,
+    ):
         self.control_urls = dict(control_urls)
         self.sandboxes = {"payment-provider": provider_url, "mail": mail_url}
+        self.http_services = {
+            name: url for name, url in {"orders-api": orders_api_url, **self.sandboxes}.items() if url
+        }
+        """Processes with an HTTP API and no control endpoint: asked only whether they answer."""
         self._client = httpx.Client(timeout=timeout)
 
     def close(self) -> None:
@@ -116,6 +127,20 @@ class ControlPlane:
         """Every process's state, asked in parallel."""
         with ThreadPoolExecutor(max_workers=max(1, len(self.control_urls))) as pool:
             return list(pool.map(self.state, sorted(self.control_urls)))
+
+    def http_states(self) -> list[ProcessState]:
+        """Whether each HTTP service answers its health check."""
+
+        def health(name: str) -> ProcessState:
+            state = ProcessState(name, self.http_services[name])
+            try:
+                state.up = self._client.get(f"{state.url}/healthz", timeout=2).status_code == 200
+            except httpx.HTTPError as error:
+                state.error = f"{type(error).__name__}"
+            return state
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.http_services))) as pool:
+            return list(pool.map(health, sorted(self.http_services)))
 
     # Fault points ---------------------------------------------------------------------------------
 

@@ -227,6 +227,9 @@ def router(panel: Panel) -> APIRouter:
         load = panel.loads.current
         return {
             "processes": [{**vars(s), "restarts": restarts.get(s.name, 0)} for s in states],
+            "http_services": [
+                {"name": s.name, "up": s.up, "restarts": restarts.get(s.name, 0)} for s in control.http_states()
+            ],
             "teaching": [s.name for s in panel.teaching(states)],
             "load": None
             if load is None

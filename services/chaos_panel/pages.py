@@ -113,7 +113,11 @@ def router(panel: Panel) -> APIRouter:
     @pages.get("/fragments/processes", response_class=HTMLResponse)
     def processes(request: Request) -> Response:
         return render(
-            request, "fragments/processes.html", states=panel.control.states(), restarts=panel.store.restarts()
+            request,
+            "fragments/processes.html",
+            states=panel.control.states(),
+            http_states=panel.control.http_states(),
+            restarts=panel.store.restarts(),
         )
 
     @pages.get("/fragments/verdict", response_class=HTMLResponse)

@@ -89,6 +89,18 @@ def connect(bootstrap_servers: str, process: str, instance: str | None, topic: s
     return KafkaTelemetry(bootstrap_servers, process, instance, topic)
 
 
+def announce_start(default_process: str) -> None:
+    """For processes without a runtime of their own (the HTTP services): tell one `started`
+    record, so their restarts are counted too. Reads the same variables as the runtime."""
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")
+    topic = os.environ.get("TELEMETRY_TOPIC", TELEMETRY_TOPIC)
+    if not bootstrap or not topic:
+        return
+    telemetry = KafkaTelemetry(bootstrap, os.environ.get("EO_PROCESS_NAME") or default_process, topic=topic)
+    telemetry.emit("started")
+    telemetry.flush(5)
+
+
 def report_faults(telemetry: Telemetry) -> Any:
     """A FaultPoints listener that records each firing, flushing first when it is a crash."""
 

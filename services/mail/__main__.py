@@ -4,9 +4,11 @@ import os
 
 import uvicorn
 
+from services.idempotent_consumer.telemetry import announce_start
 from services.mail.app import create_app
 
 if __name__ == "__main__":
+    announce_start("mail")
     uvicorn.run(
         create_app(os.environ["DATABASE_URL"]),
         host=os.environ.get("MAIL_HOST", "127.0.0.1"),

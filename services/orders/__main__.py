@@ -9,6 +9,7 @@ import uvicorn
 
 from services import saga_contract as contract
 from services.idempotent_consumer import runner
+from services.idempotent_consumer.telemetry import announce_start
 from services.orders.api import create_app
 from services.orders.saga import follow_saga_event
 from services.topology import consumer
@@ -27,6 +28,7 @@ SAGA_EVENTS = (
 def main() -> None:
     role = sys.argv[1] if len(sys.argv) > 1 else "api"
     if role == "api":
+        announce_start("orders-api")
         uvicorn.run(
             create_app(os.environ["DATABASE_URL"]),
             host=os.environ.get("ORDERS_API_HOST", "127.0.0.1"),

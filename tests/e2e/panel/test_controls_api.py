@@ -41,6 +41,9 @@ def test_every_running_process_reports_its_fault_points(clean: PanelSystem) -> N
     assert "relay.after_publish_before_mark" in processes["outbox-relay"]["points"]
     assert "payment.after_provider_call_before_record" in processes["payment-executor"]["points"]
     assert set(processes["inventory"]["actions"]) == {"crash", "raise", "stall", "serialization_failure"}
+    http_services = {s["name"]: s for s in clean.panel.get("/api/state").json()["http_services"]}
+    assert set(http_services) == {"orders-api", "payment-provider", "mail"}
+    assert all(s["up"] and s["restarts"] == 0 for s in http_services.values()), http_services
 
 
 def test_a_raise_armed_on_payment_rolls_back_and_is_retried(clean: PanelSystem) -> None:
