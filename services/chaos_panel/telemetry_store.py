@@ -52,6 +52,11 @@ class TelemetryStore:
     caught_up: threading.Event = field(default_factory=threading.Event)
 
     def add(self, record: dict[str, Any]) -> None:
+        if record.get("kind") == "deliveries":  # a batch's deliveries, told as one record
+            for item in record.get("items") or []:
+                if isinstance(item, dict):
+                    self.add({**{k: v for k, v in record.items() if k != "items"}, **item, "kind": "delivery"})
+            return
         with self.lock:
             self.records.append(record)
             keys = list(record.get("keys") or [])

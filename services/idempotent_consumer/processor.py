@@ -147,6 +147,8 @@ class MessageProcessor:
         self._sleep = sleep
         self._clock = clock
         self.telemetry: Telemetry = telemetry or NoTelemetry()
+        self._told: list[dict[str, Any]] | None = None
+        """Deliveries of the batch being recorded, told as one telemetry record."""
         self._seen_in_memory: set[str] = set()
         self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
         self._begin = f"BEGIN ISOLATION LEVEL {config.isolation_level}".encode()
@@ -395,8 +397,13 @@ class MessageProcessor:
             )
             return self._one_at_a_time(events)
         self._transaction_seconds.observe(time.perf_counter() - started)
-        for event, outcome in zip(events, outcomes, strict=True):
-            self.record(event, outcome)
+        self._told = []  # one telemetry record for the whole batch
+        try:
+            for event, outcome in zip(events, outcomes, strict=True):
+                self.record(event, outcome)
+        finally:
+            told, self._told = self._told, None
+            self.telemetry.emit("deliveries", items=told)
         return BatchResult(list(outcomes))
 
     def _apply_in_order(self, claimed: Sequence[tuple[Envelope, Handler]], connection: Connection) -> None:
@@ -457,16 +464,19 @@ class MessageProcessor:
             self._outcome_counters[(event_type, outcome)] = counter
         counter.inc()
         kafka_key = fields.pop("kafka_key", None)
-        self.telemetry.emit(
-            "delivery",
-            consumer=self.config.consumer_name,
-            strategy=self.config.strategy.value,
-            message_id=event.message_id if event else fields.get("message_id"),
-            key=event.key if event else kafka_key,
-            event_type=event_type,
-            outcome=outcome.value,
+        told = {
+            "consumer": self.config.consumer_name,
+            "strategy": self.config.strategy.value,
+            "message_id": event.message_id if event else fields.get("message_id"),
+            "key": event.key if event else kafka_key,
+            "event_type": event_type,
+            "outcome": outcome.value,
             **fields,
-        )
+        }
+        if self._told is not None:
+            self._told.append(told)
+        else:
+            self.telemetry.emit("delivery", **told)
         level = logging.INFO if outcome in (Outcome.APPLIED, Outcome.DUPLICATE) else logging.WARNING
         if log.isEnabledFor(level):
             log.log(

@@ -51,6 +51,11 @@ class KafkaTelemetry:
         self.process = process
         self.instance = instance or f"{process}@{socket.gethostname()}"
         self.run_id = os.environ.get("EO_RUN_ID", "")
+        own = json.dumps(
+            {"process": self.process, "instance": self.instance, "pid": os.getpid(), "run_id": self.run_id}
+        )
+        self._prefix = own[:-1] + ", "
+        self._since_poll = 0
         self._producer = Producer(
             {
                 "bootstrap.servers": bootstrap_servers,
@@ -63,20 +68,19 @@ class KafkaTelemetry:
         )
 
     def emit(self, kind: str, **fields: Any) -> None:
-        record = {
-            "kind": kind,
-            "at": time.time(),
-            "process": self.process,
-            "instance": self.instance,
-            "pid": os.getpid(),
-            "run_id": self.run_id,
-            **{name: value for name, value in fields.items() if value is not None},
-        }
+        # The process's own fields are serialised once; each record adds only its own. Nothing
+        # waits for a delivery report, so the client is polled now and then, not on every record.
+        body = json.dumps({name: value for name, value in fields.items() if value is not None}, default=str)
+        record = f'{self._prefix}"kind": "{kind}", "at": {time.time()}{", " + body[1:] if len(body) > 2 else "}"}'
+        key = fields.get("key")
         try:
-            self._producer.produce(self.topic, json.dumps(record, default=str).encode(), key=fields.get("key"))
-            self._producer.poll(0)
+            self._producer.produce(self.topic, record.encode(), key.encode() if isinstance(key, str) else None)
         except (BufferError, KafkaException) as error:  # a full queue or a gone broker: drop, never block
             log.debug("telemetry dropped: %s", error)
+        self._since_poll += 1
+        if self._since_poll >= 1000:
+            self._since_poll = 0
+            self._producer.poll(0)
 
     def flush(self, timeout: float) -> None:
         self._producer.flush(timeout)

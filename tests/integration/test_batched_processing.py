@@ -4,6 +4,7 @@ a time, so it neither blocks nor doubles the rest."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import psycopg
 
@@ -86,3 +87,33 @@ def test_a_batch_keeps_message_order_across_event_types(
     with psycopg.connect(runtime_db) as connection:
         state = connection.execute("SELECT state FROM order_state WHERE order_key = %s", (order,)).fetchone()
     assert state == ("PaymentAuthorized",)
+
+
+class _Told:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        self.records.append((kind, fields))
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+
+def test_a_batch_is_told_as_one_telemetry_record_and_a_single_message_as_its_own(
+    make_processor: ProcessorFactory,
+    name: str,
+) -> None:
+    processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
+    told = _Told()
+    processor.telemetry = told
+    events = [entry(f"order-{n}") for n in range(5)]
+    processor.process_batch([*events, events[0]])
+    ((kind, fields),) = told.records
+    assert kind == "deliveries"
+    assert [(item["key"], item["outcome"]) for item in fields["items"]] == [
+        *((event.key, "applied") for event in events),
+        (events[0].key, "duplicate"),
+    ]
+    processor.process(entry("order-9"))
+    assert told.records[-1][0] == "delivery" and told.records[-1][1]["key"] == "order-9"

@@ -137,3 +137,21 @@ def test_ids_from_the_user_become_safe_sql_literals() -> None:
         except ValueError:
             continue
         raise AssertionError(f"{hostile!r} was accepted")
+
+
+def test_a_batch_told_as_one_record_reads_as_its_deliveries() -> None:
+    store = TelemetryStore()
+    store.add(
+        {
+            "kind": "deliveries",
+            "at": 5.0,
+            "process": "inventory",
+            "items": [
+                {"consumer": "c", "message_id": "m-1", "key": "o-1", "outcome": "applied"},
+                {"consumer": "c", "message_id": "m-2", "key": "o-2", "outcome": "duplicate"},
+            ],
+        }
+    )
+    (first,) = store.for_key("o-1")
+    assert first["kind"] == "delivery" and first["at"] == 5.0 and first["outcome"] == "applied"
+    assert store.for_key("o-2")[0]["outcome"] == "duplicate"
