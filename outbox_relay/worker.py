@@ -47,6 +47,8 @@ class DatabaseRelay:
         self._settings = settings
         self._faults = faults
         self._telemetry: Telemetry = telemetry or NoTelemetry()
+        for series in (metrics.PUBLISHED, metrics.FAILURES, metrics.PURGED, metrics.PUBLISH_LATENCY_SECONDS):
+            series.labels(name)  # at zero from the start: no dashboard panel starts empty
         self._stopping = threading.Event()
         self._last_purge = 0.0
         self.published = 0

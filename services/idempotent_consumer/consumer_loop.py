@@ -8,6 +8,8 @@ committed before the partitions go (revoke); when partitions are lost, nothing i
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import queue
 import time
@@ -82,7 +84,9 @@ class ConsumerLoop:
         self.processor = processor
         self.dead_letters = dead_letters
         self.name = processor.config.consumer_name
-        self._consumer = consumer_factory(config.consumer_settings(self.name))
+        self._consumer = consumer_factory(
+            {"statistics.interval.ms": 5000, "stats_cb": self._on_statistics} | config.consumer_settings(self.name)
+        )
         self._on_close = on_close
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
@@ -165,9 +169,25 @@ class ConsumerLoop:
             self.processor.close()
             self._on_close()
 
+    def _on_statistics(self, raw: str) -> None:
+        """librdkafka's statistics (every 5 s, from a poll): each assigned partition's lag."""
+        try:
+            statistics = json.loads(raw)
+            for topic, detail in statistics.get("topics", {}).items():
+                for partition, numbers in detail.get("partitions", {}).items():
+                    lag = numbers.get("consumer_lag", -1)
+                    fetching = numbers.get("fetch_state") not in (None, "none", "stopped")
+                    if partition != "-1" and fetching and lag >= 0:
+                        metrics.LAG_MESSAGES.labels(self.name, topic, partition).set(lag)
+        except (ValueError, AttributeError, TypeError) as error:
+            log.debug("unreadable statistics: %s", error)
+
     # Rebalances -----------------------------------------------------------------------------
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for partition in partitions:  # another member reports these now
+            with contextlib.suppress(KeyError):
+                metrics.LAG_MESSAGES.remove(self.name, partition.topic, str(partition.partition))
         try:
             consumer.commit(asynchronous=False)
         except KafkaException as error:

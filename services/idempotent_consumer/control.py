@@ -27,7 +27,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import make_wsgi_app
 
-from services.idempotent_consumer.faults import RUNTIME_POINTS, FaultAction, FaultPoints
+from services.idempotent_consumer.faults import FAULTS_FIRED, RUNTIME_POINTS, FaultAction, FaultPoints
 from services.idempotent_consumer.outcomes import Strategy
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
@@ -168,6 +168,8 @@ def serve_control(
     runtime: RuntimeControl | None = None,
 ) -> WSGIServer:
     """Serve the control endpoint in a daemon thread; return the server (shutdown() stops it)."""
+    for point in points:  # every point's counter exists from the start, at zero
+        FAULTS_FIRED.labels(point)
     server = make_server(host, port, control_app(faults, points, runtime), handler_class=_QuietHandler)
     threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
     return server

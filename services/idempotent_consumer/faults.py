@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from prometheus_client import Counter
 from psycopg import errors
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,10 @@ RUNTIME_POINTS = (
     "between_transactions",
 )
 """The points the consumer runtime passes through (the last two only under teaching strategies)."""
+
+
+FAULTS_FIRED = Counter("eo_faults_fired", "Injected faults that fired, by fault point.", ["point"])
+"""A crash's own increment dies with the process: the restart (process_start_time_seconds) tells it."""
 
 
 class FaultAction(StrEnum):
@@ -119,6 +124,7 @@ class FaultPoints:
                 if arming.remaining <= 0:
                     del self._armed[point]
             self.fired[point] = self.fired.get(point, 0) + 1
+            FAULTS_FIRED.labels(point).inc()
         self._fire(point, arming)
 
     def _fire(self, point: str, arming: Arming) -> None:

@@ -35,11 +35,21 @@ STRATEGY = Gauge(
     "1 for the strategy a consumer runs; anything but `correct` is a deliberate teaching mistake.",
     ["consumer", "strategy"],
 )
+LAG_MESSAGES = Gauge(
+    "eo_consumer_lag_messages",
+    "Messages on a partition past this consumer's position (librdkafka's consumer_lag, every 5 s).",
+    ["consumer", "topic", "partition"],
+)
 OLDEST_UNACKNOWLEDGED_SECONDS = Gauge(
     "eo_consumer_oldest_unacknowledged_seconds",
     "Age of the oldest message received but not yet acknowledged (0 when none).",
     ["consumer"],
 )
+
+
+RETRY_CAUSES = ("SerializationFailure", "DeadlockDetected", "handler_error", "batch_fallback")
+DEAD_LETTER_REASONS = ("handler_failed", "transaction_retries_exhausted", "unknown_type", "undecodable", "oversized")
+"""Created at zero with every consumer, so a panel of them never starts empty (others appear when they happen)."""
 
 
 def precreate(consumer: str, strategy: str, event_types: Iterable[str]) -> None:
@@ -51,4 +61,8 @@ def precreate(consumer: str, strategy: str, event_types: Iterable[str]) -> None:
     TRANSACTION_SECONDS.labels(consumer)
     CLAIM_WAIT_SECONDS.labels(consumer)
     ROLLBACKS.labels(consumer)
+    for cause in RETRY_CAUSES:
+        RETRIES.labels(consumer, cause)
+    for reason in DEAD_LETTER_REASONS:
+        DEAD_LETTERS.labels(consumer, reason)
     OLDEST_UNACKNOWLEDGED_SECONDS.labels(consumer).set(0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
+from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -25,6 +26,7 @@ from services.idempotent_consumer.consumer_loop import ConsumerLoop, LoopConfig
 from services.idempotent_consumer.control import serve_control
 from services.idempotent_consumer.dead_letters import DeadLetterPublisher
 from services.idempotent_consumer.faults import FaultPoints
+from services.idempotent_consumer.marker_stats import MarkerTableCollector
 from services.idempotent_consumer.outcomes import Strategy
 from services.idempotent_consumer.processor import BulkHandler, Handler, MessageProcessor, ProcessorConfig
 from services.idempotent_consumer.retention import MarkerPurger
@@ -213,6 +215,7 @@ def run(
             )
         )
     process = ConsumerProcess(consumer_name, loops, settings.DATABASE_URL, telemetry)
+    REGISTRY.register(MarkerTableCollector(settings.DATABASE_URL, consumer_name))
     if settings.CONTROL_PORT:
         serve_control(faults, settings.CONTROL_HOST, settings.CONTROL_PORT, runtime=process)
 

@@ -23,6 +23,8 @@ from pydantic import BaseModel, Field
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
 MESSAGES = Counter("eo_mail_requests", "Send requests, by what became of them.", ["result"])
+for _result in ("accepted", "deduplicated", "failed"):
+    MESSAGES.labels(_result)  # every series at zero from the start
 
 
 class MessageIn(BaseModel):

@@ -6,12 +6,14 @@ import os
 import sys
 
 import uvicorn
+from prometheus_client import REGISTRY
 
 from services import saga_contract as contract
 from services.idempotent_consumer import runner
 from services.idempotent_consumer.telemetry import announce_start
 from services.orders.api import create_app
 from services.orders.saga import follow_saga_event
+from services.orders.saga_metrics import SagaStatesCollector
 from services.topology import consumer
 
 SAGA_EVENTS = (
@@ -29,6 +31,7 @@ def main() -> None:
     role = sys.argv[1] if len(sys.argv) > 1 else "api"
     if role == "api":
         announce_start("orders-api")
+        REGISTRY.register(SagaStatesCollector(os.environ["DATABASE_URL"]))
         uvicorn.run(
             create_app(os.environ["DATABASE_URL"]),
             host=os.environ.get("ORDERS_API_HOST", "127.0.0.1"),

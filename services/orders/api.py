@@ -19,6 +19,8 @@ from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.outbox import add_to_outbox
 
 ORDERS_PLACED = Counter("eo_orders_placed", "Orders accepted by the API.", ["outcome"])
+for _outcome in ("placed", "replayed", "idempotency_conflict"):
+    ORDERS_PLACED.labels(_outcome)  # every series at zero from the start
 
 
 class OrderLineIn(BaseModel):

@@ -32,6 +32,16 @@ from services.payment_provider.faults import FaultState, ProviderFaults
 from services.saga_contract import PAYMENT_METHOD_DECLINED
 
 REQUESTS = Counter("eo_provider_requests", "Charge requests, by what became of them.", ["result"])
+for _result in (
+    "charged",
+    "declined",
+    "replayed",
+    "idempotency_error",
+    "in_flight_conflict",
+    "error_500",
+    "timeout_after_charge",
+):
+    REQUESTS.labels(_result)  # every series at zero from the start: `replayed` is the idempotent replays
 ABANDONED_AFTER_SECONDS = 60
 """An in-flight key older than this was abandoned by a crashed request: it may be taken again."""
 
