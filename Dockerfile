@@ -9,5 +9,6 @@ RUN uv sync --frozen --no-install-project --no-dev
 COPY services ./services
 COPY infra ./infra
 COPY outbox_relay ./outbox_relay
+COPY dashboards ./dashboards
 ENV PYTHONPATH=/app
 USER nobody

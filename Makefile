@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards \
         lock venv clean-state
 
 help: ## Show this help
@@ -118,6 +118,9 @@ RATE ?= 20
 COUNT ?= 100
 load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
 	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)
+
+dashboards: venv ## Write the Grafana dashboards' JSON (dashboards/generated/) from dashboards/build.py
+	@$(PY) -m dashboards
 
 audit: venv ## Prove from the databases that nothing was lost or doubled (exit 1 on any anomaly)
 	@$(PY) -m services.chaos_panel.auditor

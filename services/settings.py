@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     ORDERS_API_PORT: int = 8000
     PAYMENT_PROVIDER_PORT: int = 8001
     MAIL_PORT: int = 8002
+    PROMETHEUS_PORT: int = 9090
+    PROMETHEUS_SCRAPE_INTERVAL_SECONDS: float = 5
+    """How often Prometheus scrapes every process (native path)."""
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from infra.launcher import kafka_broker, postgres_cluster
+from infra.launcher import kafka_broker, postgres_cluster, prometheus_server
 from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from services.topology import AUDITOR_ROLE, DATABASES, database
@@ -22,6 +22,7 @@ OUTBOX_RELAY = "outbox-relay"
 ORDERS_API = "orders-api"
 PAYMENT_PROVIDER = "payment-provider"
 MAIL = "mail"
+PROMETHEUS = "prometheus"
 
 BACKGROUND = (
     # name, module and arguments, database, control port offset, group members (consumers only)
@@ -103,6 +104,29 @@ def _http_service(
     )
 
 
+def scrape_targets(settings: Settings) -> dict[str, str]:
+    """Process name -> host:port of its /metrics, for Prometheus."""
+    return {
+        CHAOS_PANEL: f"127.0.0.1:{settings.CHAOS_PANEL_PORT}",
+        ORDERS_API: f"127.0.0.1:{settings.ORDERS_API_PORT}",
+        PAYMENT_PROVIDER: f"127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}",
+        MAIL: f"127.0.0.1:{settings.MAIL_PORT}",
+        **{name: url.removeprefix("http://") for name, url in control_urls(settings).items()},
+    }
+
+
+def prometheus_program(settings: Settings) -> Program:
+    return Program(
+        name=PROMETHEUS,
+        command=prometheus_server.command(settings),
+        stop_wait_seconds=30,
+        ports=(settings.PROMETHEUS_PORT,),
+        priority=800,
+        health_url=f"http://127.0.0.1:{settings.PROMETHEUS_PORT}/-/ready",
+        urls={"Prometheus": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}"},
+    )
+
+
 def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
     """The platform's own processes, each started with the project's Python."""
     panel_database = with_credentials(
@@ -122,6 +146,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 "ORDERS_API_URL": f"http://127.0.0.1:{settings.ORDERS_API_PORT}",
                 "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}",
                 "MAIL_URL": f"http://127.0.0.1:{settings.MAIL_PORT}",
+                "PROMETHEUS_URL": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}",
                 **panel_token,
             },
             ports=(settings.CHAOS_PANEL_PORT,),
@@ -192,4 +217,5 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 health_url=f"http://127.0.0.1:{port}/metrics",
             )
         )
+    programs.append(prometheus_program(settings))
     return programs

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from services.chaos_panel import records, timeline
+from services.chaos_panel import charts, records, timeline
 from services.chaos_panel.context import Panel
 from services.chaos_panel.health import database_checks, kafka_check
 from services.chaos_panel.injector import POISON_KINDS
@@ -18,6 +18,14 @@ from services.idempotent_consumer.outcomes import Strategy
 from services.topology import CONSUMERS, EVENT_TOPICS
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
+
+GRAFANA_DASHBOARDS = {
+    "eo-overview": "Overview",
+    "eo-consumers": "Consumers",
+    "eo-relay": "Outbox relay",
+    "eo-chaos": "Chaos",
+}
+"""uid -> title of the dashboards dashboards/build.py makes (a unit test keeps the two in step)."""
 
 STRATEGY_LESSONS = {
     "correct": "claim the marker with INSERT … ON CONFLICT DO NOTHING in the business transaction",
@@ -63,7 +71,15 @@ def router(panel: Panel) -> APIRouter:
     @pages.get("/", response_class=HTMLResponse)
     def home(request: Request) -> Response:
         """What runs, whether the invariants hold, and what each consumer counted."""
-        return render(request, "index.html", consumers=CONSUMERS, topics=EVENT_TOPICS)
+        return render(
+            request,
+            "index.html",
+            consumers=CONSUMERS,
+            topics=EVENT_TOPICS,
+            grafana=panel.settings.GRAFANA_URL.rstrip("/"),
+            prometheus=panel.settings.PROMETHEUS_URL,
+            dashboards=GRAFANA_DASHBOARDS,
+        )
 
     @pages.get("/orders", response_class=HTMLResponse)
     def orders(request: Request) -> Response:
@@ -131,6 +147,11 @@ def router(panel: Panel) -> APIRouter:
             verdict=panel.verdict() if answering else None,
             dead_letters=len(panel.store.dead_letters),
         )
+
+    @pages.get("/fragments/charts", response_class=HTMLResponse)
+    def live_charts(request: Request) -> Response:
+        drawn = charts.charts(panel.settings.PROMETHEUS_URL) if panel.settings.PROMETHEUS_URL else []
+        return render(request, "fragments/charts.html", charts=drawn, width=charts.WIDTH, height=charts.HEIGHT)
 
     @pages.get("/fragments/orders", response_class=HTMLResponse)
     def order_list(request: Request) -> Response:

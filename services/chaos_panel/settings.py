@@ -24,6 +24,10 @@ class PanelSettings(BaseSettings):
     ORDERS_API_URL: str = "http://127.0.0.1:8000"
     PAYMENT_PROVIDER_URL: str = "http://127.0.0.1:8001"
     MAIL_URL: str = "http://127.0.0.1:8002"
+    PROMETHEUS_URL: str = ""
+    """The panel draws its small live charts from here."""
+    GRAFANA_URL: str = ""
+    """Where a browser reaches Grafana (compose): the panel links its dashboards."""
     EO_RUN_ID: str = ""
     AUDIT_STUCK_AFTER_SECONDS: float = 60
     """A saga not final after this long is flagged as stuck."""

@@ -34,12 +34,13 @@ class LauncherRun:
                     "ORDERS_API_PORT",
                     "PAYMENT_PROVIDER_PORT",
                     "MAIL_PORT",
+                    "PROMETHEUS_PORT",
                 )
             },
             "CONTROL_PORT_BASE": free_port_range(12),
         }
     )
-    overrides: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=lambda: {"PROMETHEUS_SCRAPE_INTERVAL_SECONDS": "2"})
 
     @property
     def environment(self) -> dict[str, str]:

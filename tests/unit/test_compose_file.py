@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.launcher import processes
+from infra.launcher import processes, prometheus_server
 from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings
 
 COMPOSE = PROJECT_ROOT / "docker-compose.yml"
 NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID"}
-COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN"}
+COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN", "GRAFANA_URL"}
 """Inside its container the panel listens beyond loopback, so compose hands it the token (or none,
 and it makes one up); natively it listens on loopback and needs none unless the user sets one."""
 
@@ -56,6 +56,8 @@ def test_platform_services_read_the_same_variables_as_their_native_processes(
     compose: dict[str, Any],
 ) -> None:
     for program in _native_platform():
+        if program.name == processes.PROMETHEUS:  # not a Python process: configured by its file
+            continue
         compose_variables = set(compose["services"][program.name]["environment"]) - COMPOSE_ONLY_VARIABLES
         assert compose_variables == set(program.environment) - NATIVE_ONLY_VARIABLES, program.name
 
@@ -69,6 +71,7 @@ def test_published_ports_default_to_the_native_ports(compose: dict[str, Any]) ->
         "orders-api": ("ORDERS_API_PORT", defaults.ORDERS_API_PORT),
         "payment-provider": ("PAYMENT_PROVIDER_PORT", defaults.PAYMENT_PROVIDER_PORT),
         "mail": ("MAIL_PORT", defaults.MAIL_PORT),
+        "prometheus": ("PROMETHEUS_PORT", defaults.PROMETHEUS_PORT),
     }
     for service, (variable, port) in expected.items():
         published = compose["services"][service]["ports"][0]
@@ -122,7 +125,29 @@ def test_the_panel_reaches_the_same_processes_on_the_same_ports_in_both_paths(co
 
 def test_consumers_run_as_many_group_members_in_both_paths(compose: dict[str, Any]) -> None:
     for program in _native_platform():
+        if program.name == processes.PROMETHEUS:
+            continue
         members = program.environment.get("CONSUMER_MEMBERS")
         assert str(compose["services"][program.name]["environment"].get("CONSUMER_MEMBERS")) == str(members), (
             program.name
         )
+
+
+def test_both_prometheus_configurations_scrape_the_same_processes_on_the_same_ports() -> None:
+    settings = Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)
+    native = prometheus_server.configuration(settings, processes.scrape_targets(settings))
+    in_compose = yaml.safe_load((PROJECT_ROOT / "infra" / "prometheus" / "prometheus.compose.yml").read_text())
+
+    def targets(configuration: Any) -> dict[str, str]:
+        (job,) = configuration["scrape_configs"]
+        return {c["labels"]["process"]: c["targets"][0].rsplit(":", 1)[1] for c in job["static_configs"]}
+
+    assert targets(in_compose) == targets(native)
+    for static in in_compose["scrape_configs"][0]["static_configs"]:
+        assert static["targets"][0].split(":")[0] == static["labels"]["process"]  # the compose service's name
+
+
+def test_the_image_holds_every_package_the_processes_import() -> None:
+    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
+    for package in ("services", "infra", "outbox_relay", "dashboards"):
+        assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.M), package

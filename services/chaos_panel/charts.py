@@ -1,0 +1,96 @@
+"""The panel's own small live charts, drawn as SVG from Prometheus range queries: the same series
+the Grafana dashboards show (dashboards/queries.py), for the native path, which has no Grafana."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from dashboards.queries import CONSUMER_LAG, DELIVERIES_BY_OUTCOME, DUPLICATE_RATIO, OUTBOX_BACKLOG
+
+WIDTH, HEIGHT = 320.0, 90.0
+COLOURS = ("#2e9d52", "#1e88e5", "#f57c00", "#c62828", "#6d4c9f", "#00897b", "#8d6e63")
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    title: str
+    expr: str
+    label: str
+    unit: str = ""
+
+
+CHARTS = (
+    ChartSpec("Deliveries per second, by outcome", DELIVERIES_BY_OUTCOME, "outcome", "/s"),
+    ChartSpec("Duplicate ratio", DUPLICATE_RATIO, "", ""),
+    ChartSpec("Outbox backlog", OUTBOX_BACKLOG, "database", " rows"),
+    ChartSpec("Consumer lag", CONSUMER_LAG, "consumer", " msgs"),
+)
+
+
+@dataclass
+class Line:
+    name: str
+    colour: str
+    points: str
+    """SVG polyline points."""
+    last: float
+
+
+@dataclass
+class Chart:
+    title: str
+    unit: str
+    top: float = 0.0
+    lines: list[Line] = field(default_factory=list)
+    error: str = ""
+
+
+def polyline(samples: list[tuple[float, float]], start: float, end: float, top: float) -> str:
+    """Samples (time, value) as SVG points in a WIDTH × HEIGHT box, y up, scaled to `top`."""
+    span, ceiling = max(end - start, 1e-9), max(top, 1e-9)
+    return " ".join(
+        f"{(at - start) / span * WIDTH:.1f},{HEIGHT - min(value, ceiling) / ceiling * HEIGHT:.1f}"
+        for at, value in samples
+    )
+
+
+def draw(spec: ChartSpec, series: list[tuple[str, list[tuple[float, float]]]], start: float, end: float) -> Chart:
+    """One chart; time runs from the first sample (or `start`, when it is later) to `end`."""
+    values = [value for _, samples in series for _, value in samples if value == value]  # NaN dropped
+    start = max(start, min((at for _, samples in series for at, _ in samples), default=start))
+    top = max(values, default=0.0)
+    chart = Chart(spec.title, spec.unit, top)
+    for n, (name, samples) in enumerate(sorted(series)):
+        finite = [(at, value) for at, value in samples if value == value]
+        chart.lines.append(
+            Line(name, COLOURS[n % len(COLOURS)], polyline(finite, start, end, top), finite[-1][1] if finite else 0.0)
+        )
+    return chart
+
+
+def charts(prometheus_url: str, minutes: int = 10) -> list[Chart]:
+    end = time.time()
+    start = end - minutes * 60
+    drawn = []
+    with httpx.Client(base_url=prometheus_url, timeout=3) as client:
+        for spec in CHARTS:
+            try:
+                answer = client.get(
+                    "/api/v1/query_range", params={"query": spec.expr, "start": start, "end": end, "step": 5}
+                ).json()
+                result = answer["data"]["result"] if answer.get("status") == "success" else []
+            except (httpx.HTTPError, ValueError, KeyError) as error:
+                drawn.append(Chart(spec.title, spec.unit, error=f"Prometheus did not answer ({type(error).__name__})"))
+                continue
+            series = [
+                (
+                    str(item["metric"].get(spec.label, spec.title)) if spec.label else spec.title,
+                    [(float(at), float(value)) for at, value in item["values"]],
+                )
+                for item in result
+            ]
+            drawn.append(draw(spec, series, start, end))
+    return drawn

@@ -1,0 +1,62 @@
+"""The dashboards are code: the committed JSON is what the code builds, and it is sound."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dashboards.__main__ import GENERATED
+from dashboards.build import DASHBOARDS, expressions, render
+
+
+@pytest.mark.parametrize("name", list(DASHBOARDS))
+def test_the_committed_json_is_what_the_code_builds(name: str) -> None:
+    committed = GENERATED / f"{name}.json"
+    assert committed.exists(), f"{committed} is missing: run `make dashboards`"
+    assert committed.read_text() == render(name), f"{committed} is stale: run `make dashboards` and commit it"
+
+
+@pytest.mark.parametrize("name", list(DASHBOARDS))
+def test_every_panel_has_a_unique_id_and_queries_the_provisioned_prometheus(name: str) -> None:
+    document = json.loads(render(name))
+    ids = [panel["id"] for panel in document["panels"]]
+    assert len(ids) == len(set(ids))
+    uids = {json.loads(render(other))["uid"] for other in DASHBOARDS}
+    assert len(uids) == len(DASHBOARDS)
+    for panel in document["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel["targets"], panel["title"]
+        refs = [target["refId"] for target in panel["targets"]]
+        assert len(refs) == len(set(refs)) and all(refs)
+        assert all(target["datasource"]["uid"] == "prometheus" for target in panel["targets"])
+    assert list(expressions(document))
+
+
+def test_the_panel_links_every_dashboard_by_its_uid() -> None:
+    from services.chaos_panel.pages import GRAFANA_DASHBOARDS
+
+    assert set(GRAFANA_DASHBOARDS) == {json.loads(render(name))["uid"] for name in DASHBOARDS}
+
+
+def test_a_chart_scales_its_lines_into_the_box_and_drops_nan() -> None:
+    from services.chaos_panel.charts import CHARTS, HEIGHT, WIDTH, draw
+
+    chart = draw(CHARTS[0], [("applied", [(0.0, 0.0), (5.0, 10.0), (10.0, float("nan"))])], 0.0, 10.0)
+    (line,) = chart.lines
+    assert chart.top == 10.0 and line.last == 10.0
+    assert line.points == f"0.0,{HEIGHT:.1f} {WIDTH / 2:.1f},0.0"
+
+
+def test_with_grafana_the_panel_links_its_dashboards() -> None:
+    from fastapi.testclient import TestClient
+
+    from services.chaos_panel.app import create_app
+    from services.chaos_panel.settings import PanelSettings
+
+    settings = PanelSettings(GRAFANA_URL="http://127.0.0.1:3000/", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9")
+    home = TestClient(create_app(settings)).get("/").text
+    for name in DASHBOARDS:
+        assert f'href="http://127.0.0.1:3000/d/{json.loads(render(name))["uid"]}"' in home
+    assert "/fragments/charts" not in home  # no Prometheus configured: no charts
