@@ -4,13 +4,13 @@ keeps, and the bytes of the whole table with its indexes."""
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Iterator
 
 import psycopg
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from services.cached_reading import CachedReading
 
 log = logging.getLogger(__name__)
 
@@ -19,13 +19,9 @@ class MarkerTableCollector(Collector):
     def __init__(self, database_url: str, consumer_name: str, every_seconds: float = 15) -> None:
         self._url = database_url
         self._consumer = consumer_name
-        self._every = every_seconds
-        self._lock = threading.Lock()
-        self._read_at = 0.0
-        self._rows: float | None = None
-        self._bytes: float | None = None
+        self._reading = CachedReading(self._read, every_seconds)
 
-    def _refresh(self) -> None:
+    def _read(self) -> tuple[float, float] | None:
         try:
             with psycopg.connect(self._url, connect_timeout=2, autocommit=True) as connection:
                 row = connection.execute(
@@ -33,25 +29,19 @@ class MarkerTableCollector(Collector):
                     "pg_total_relation_size('processed_message')",
                     (self._consumer,),
                 ).fetchone()
-            if row:
-                self._rows, self._bytes = float(row[0]), float(row[1])
-        except psycopg.Error as error:  # the last figures stay; the scrape goes on
+        except psycopg.Error as error:  # the last figures stand; the scrape goes on
             log.debug("marker table size unavailable: %s", error)
+            return None
+        return (float(row[0]), float(row[1])) if row else None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        with self._lock:
-            if time.monotonic() - self._read_at >= self._every:
-                self._read_at = time.monotonic()
-                self._refresh()
-            rows, size = self._rows, self._bytes
-        if rows is not None and size is not None:
-            yield _one("eo_marker_rows", "Markers this consumer keeps (processed_message rows).", self._consumer, rows)
-            yield _one(
-                "eo_marker_table_bytes", "The processed_message table with its indexes, in bytes.", self._consumer, size
-            )
-
-
-def _one(name: str, documentation: str, consumer: str, value: float) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, documentation, labels=["consumer"])
-    family.add_metric([consumer], value)
-    return family
+        reading = self._reading.value()
+        if reading is None:
+            return
+        for name, documentation, value in (
+            ("eo_marker_rows", "Markers this consumer keeps (processed_message rows).", reading[0]),
+            ("eo_marker_table_bytes", "The processed_message table with its indexes, in bytes.", reading[1]),
+        ):
+            family = GaugeMetricFamily(name, documentation, labels=["consumer"])
+            family.add_metric([self._consumer], value)
+            yield family

@@ -17,7 +17,7 @@ from services.chaos_panel.auditor import Query, database_reader
 from services.orders.load import place_orders
 from services.settings import Settings
 from services.topology import CONSUMERS, database
-from tests.support.launcher_run import LauncherRun
+from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
 
 ORDERS = 40
@@ -25,14 +25,8 @@ ORDERS = 40
 
 @pytest.fixture(scope="module")
 def system() -> Iterator[tuple[LauncherRun, Settings]]:
-    run = LauncherRun()
-    result = run.launcher("up")
-    assert result.returncode == 0, result.stdout + result.stderr
-    try:
+    with running_system() as run:
         yield run, run.settings()
-    finally:
-        run.launcher("down")
-        run.remove()
 
 
 def _prometheus(settings: Settings, expr: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from services.orders.load import place_orders
 from services.saga_contract import CATALOG
 from services.settings import Settings
 from services.topology import database
-from tests.support.launcher_run import LauncherRun
+from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
 
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
@@ -26,14 +26,8 @@ ORDERS = 300
 
 @pytest.fixture(scope="module")
 def system() -> Iterator[tuple[LauncherRun, Settings]]:
-    run = LauncherRun()
-    result = run.launcher("up")
-    assert result.returncode == 0, result.stdout + result.stderr
-    try:
+    with running_system() as run:
         yield run, run.settings()
-    finally:
-        run.launcher("down")
-        run.remove()
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,3 +92,16 @@ class LauncherRun:
 
     def remove(self) -> None:
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+@contextmanager
+def running_system() -> Iterator[LauncherRun]:
+    """A whole system of its own (`make up` on its own ports and state), taken down afterwards."""
+    run = LauncherRun()
+    result = run.launcher("up")
+    assert result.returncode == 0, result.stdout + result.stderr
+    try:
+        yield run
+    finally:
+        run.launcher("down")
+        run.remove()

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from services.settings import Settings
-from tests.support.launcher_run import LauncherRun
+from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
 
 
@@ -82,17 +82,10 @@ class PanelSystem:
 
 @pytest.fixture(scope="package")
 def system() -> Iterator[PanelSystem]:
-    run = LauncherRun()
-    result = run.launcher("up")
-    assert result.returncode == 0, result.stdout + result.stderr
-    settings = run.settings()
-    client = httpx.Client(base_url=f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}", timeout=60)
-    try:
-        yield PanelSystem(run, settings, client)
-    finally:
-        client.close()
-        run.launcher("down")
-        run.remove()
+    with running_system() as run:
+        settings = run.settings()
+        with httpx.Client(base_url=f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}", timeout=60) as client:
+            yield PanelSystem(run, settings, client)
 
 
 @pytest.fixture
