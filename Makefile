@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak \
         lock venv clean-state
 
 help: ## Show this help
@@ -101,7 +101,7 @@ browser: ## Debian's chromium and chromedriver, for the panel's browser tests (i
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy services infra outbox_relay dashboards tests benchmarks
+	$(VENV)/bin/mypy services infra outbox_relay dashboards tests benchmarks soak
 
 lock: $(UV) ## Re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock
@@ -116,6 +116,11 @@ bench: venv ## Benchmarks (not timed tests): consumer rates per strategy and bat
 
 RATE ?= 20
 COUNT ?= 100
+DURATION ?= 120
+soak: venv ## Orders under a chaos schedule, then the auditor (make soak DURATION=600 RATE=8); exit 1 on any anomaly
+	@$(PY) -m soak --duration $(DURATION) --rate $(if $(filter command line,$(origin RATE)),$(RATE),8) \
+	  $(if $(filter command line,$(origin COUNT)),--count $(COUNT),)
+
 load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
 	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)
 

@@ -47,14 +47,16 @@ class Settings(BaseSettings):
     """For the launcher: a PostgreSQL server's admin URL to use instead of running our own.
     For a service process: that service's own database (the launcher passes it)."""
     POSTGRES_HOST: str = "127.0.0.1"
-    POSTGRES_PORT: int = 55432
+    # Every default port sits below the kernel's ephemeral range (32768-60999 on Linux): a port in
+    # that range can be held, at any moment, by some outgoing connection's local end.
+    POSTGRES_PORT: int = 25432
     """The port of the PostgreSQL cluster the launcher runs when DATABASE_URL is not set."""
     POSTGRES_PASSWORD: str = "postgres" + DEVELOPMENT_PASSWORD_SUFFIX
 
     KAFKA_BOOTSTRAP_SERVERS: str | None = None
     """A Kafka cluster to use instead of the broker the launcher runs."""
-    KAFKA_PORT: int = 59092
-    KAFKA_CONTROLLER_PORT: int = 59093
+    KAFKA_PORT: int = 29092
+    KAFKA_CONTROLLER_PORT: int = 29093
     KAFKA_HEAP: str = "512m"
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"

@@ -13,7 +13,7 @@ class PanelSettings(BaseSettings):
 
     DATABASE_URL: str | None = None
     """The read-only auditor's URL (any database: the panel switches database per query)."""
-    KAFKA_BOOTSTRAP_SERVERS: str = "127.0.0.1:59092"
+    KAFKA_BOOTSTRAP_SERVERS: str = "127.0.0.1:29092"
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080
     CHAOS_PANEL_TOKEN: str = ""

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,34 +176,57 @@ class TelemetryReader:
             self.store.add_dead_letter(dead_letter_of(message))
 
 
-def read_dead_letters(bootstrap_servers: str, timeout: float = 20) -> list[DeadLetter]:
-    """Every dead letter on every consumer's dead-letter topic, read once to the end."""
+def read_to_end(
+    bootstrap_servers: str, topics: list[str], take: Callable[[Any], None], timeout: float = 30
+) -> None:
+    """Read every partition of `topics` from the beginning to its end (as it was when reached),
+    handing each message to `take`. No group is joined and nothing is committed."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap_servers,
-            "group.id": "auditor-dead-letters",  # never joins: partitions are assigned, nothing committed
+            "group.id": "effectively-once-reader",  # never joins: partitions are assigned
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "log_level": 3,
         }
     )
-    partitions = [
-        TopicPartition(c.dead_letter_topic, p, OFFSET_BEGINNING) for c in CONSUMERS for p in range(TOPIC_PARTITIONS)
-    ]
+    partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for topic in topics for p in range(TOPIC_PARTITIONS)]
     consumer.assign(partitions)
-    letters: list[DeadLetter] = []
     at_end: set[tuple[str, int]] = set()
     deadline = time.monotonic() + timeout
     try:
         while len(at_end) < len(partitions):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the dead-letter topics were not read to their end within {timeout:.0f} s")
+                raise TimeoutError(f"{', '.join(topics)} were not read to their end within {timeout:.0f} s")
             for message in consumer.consume(500, 0.5):
                 error = message.error()
                 if error is None:
-                    letters.append(dead_letter_of(message))
+                    take(message)
                 elif error.code() == KafkaError._PARTITION_EOF:
                     at_end.add((message.topic() or "", message.partition() or 0))
     finally:
         consumer.close()
+
+
+def read_dead_letters(bootstrap_servers: str, timeout: float = 30) -> list[DeadLetter]:
+    """Every dead letter on every consumer's dead-letter topic."""
+    letters: list[DeadLetter] = []
+    topics = [consumer.dead_letter_topic for consumer in CONSUMERS]
+    read_to_end(bootstrap_servers, topics, lambda message: letters.append(dead_letter_of(message)), timeout)
     return letters
+
+
+def read_telemetry(bootstrap_servers: str, since: float = 0.0, timeout: float = 60) -> list[dict[str, Any]]:
+    """Every telemetry record told at or after `since` (epoch seconds), batches spread out."""
+    store = TelemetryStore(records=deque())
+
+    def take(message: Any) -> None:
+        try:
+            record = json.loads(message.value())
+        except (TypeError, ValueError):
+            return
+        if isinstance(record, dict) and isinstance(record.get("at"), int | float) and record["at"] >= since:
+            store.add(record)
+
+    read_to_end(bootstrap_servers, [TELEMETRY_TOPIC], take, timeout)
+    return list(store.records)

@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+import random
 import socket
+
+LOW, HIGH = 20000, 32000
+"""Below the kernel's ephemeral range (32768-60999): no outgoing connection takes one of these
+ports between the moment a test picks it and the moment its server binds it."""
+
+
+RESERVED = range(25400, 25500), range(29000, 29200)
+"""Around the platform's default PostgreSQL and Kafka ports, which `make up` needs free."""
+RESERVED_PORTS = {port for block in RESERVED for port in block}
 
 
 def free_port() -> int:
-    """A loopback TCP port that nothing listens on right now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback TCP port that nothing holds right now, outside the ephemeral range."""
+    for _ in range(1000):
+        port = random.randint(LOW, HIGH)
+        if port not in RESERVED_PORTS and port_is_free(port):
+            return port
+    raise RuntimeError(f"no free port between {LOW} and {HIGH}")
 
 
 def free_port_range(count: int) -> int:
     """The first of `count` consecutive loopback ports that are free right now."""
     for _ in range(100):
         base = free_port()
-        if base + count < 65535 and all(port_is_free(base + offset) for offset in range(1, count)):
+        if (
+            base + count <= HIGH
+            and not RESERVED_PORTS & set(range(base, base + count))
+            and all(port_is_free(base + offset) for offset in range(1, count))
+        ):
             return base
     raise RuntimeError(f"no {count} consecutive free ports found")
 

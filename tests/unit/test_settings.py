@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -41,3 +43,16 @@ def test_production_refuses_the_development_passwords() -> None:
 def test_production_accepts_real_passwords() -> None:
     passwords = {name: "long-random-secret" for name in Settings.model_fields if name.endswith("PASSWORD")}
     assert Settings.model_validate({"EO_ENV": "production", **passwords}).EO_ENV == "production"
+
+
+def test_no_default_port_is_one_an_outgoing_connection_could_be_holding() -> None:
+    """A listening port inside the ephemeral range can be taken by any client socket's local end
+    (a Kafka or PostgreSQL connection of another process), and `make up` would find it in use."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except OSError:
+        low, high = 32768, 60999
+    defaults = Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)
+    ports = {name: value for name, value in defaults.model_dump().items() if name.endswith("_PORT")}
+    ports["CONTROL_PORT_BASE + 8"] = defaults.CONTROL_PORT_BASE + 8
+    assert ports and all(not low <= port <= high for port in ports.values()), ports

@@ -1,0 +1,207 @@
+"""Carries out a soak: a steady load, the chaos schedule, quiescence, the auditor, a report."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from infra.launcher import processes
+from infra.launcher.supervisor import Supervisor
+from services.chaos_panel import records
+from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
+from services.chaos_panel.control_plane import ControlError, ControlPlane
+from services.chaos_panel.injector import InjectionError, Injector
+from services.chaos_panel.telemetry_store import read_telemetry
+from services.orders.load import LoadResult, place_orders
+from services.settings import Settings
+from services.topology import database
+from soak import schedule
+from soak.schedule import Step
+
+FINAL = ("CONFIRMED", "REJECTED", "CANCELLED")
+
+
+@dataclass
+class Report:
+    seconds: float = 0.0
+    load: LoadResult = field(default_factory=LoadResult)
+    done: Counter[str] = field(default_factory=Counter)
+    """Steps carried out, by kind."""
+    skipped: list[str] = field(default_factory=list)
+    fired: Counter[str] = field(default_factory=Counter)
+    """Faults that fired, by action (from telemetry)."""
+    restarts: int = 0
+    duplicates: int = 0
+    redeliveries: int = 0
+    dead_letters: int = 0
+    not_terminal: int = 0
+    verdict: Verdict | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict is not None and self.verdict.green and self.not_terminal == 0
+
+
+class Soak:
+    def __init__(self, settings: Settings, say: Callable[[str], None] = print) -> None:
+        self.settings = settings
+        self.say = say
+        self.api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
+        self.control = ControlPlane(
+            processes.control_urls(settings),
+            f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}",
+            f"http://127.0.0.1:{settings.MAIL_PORT}",
+            self.api,
+        )
+        self.injector = Injector(settings.kafka_bootstrap_servers)
+        self.query: Query = database_reader(lambda name: settings.auditor_database_url(database(name)))
+        supervisor = Supervisor(settings.EO_STATE_DIR)
+        self.supervisor = supervisor if supervisor.is_running() else None
+        self.random = random.Random(17)
+
+    # The plan ----------------------------------------------------------------------------------
+
+    def plan(self) -> list[Step]:
+        states = self.control.states()
+        down = [state.name for state in states if not state.up]
+        if down:
+            raise SystemExit(f"soak: these processes do not answer: {', '.join(down)} (run `make up`)")
+        points = {state.name: state.points for state in states}
+        consumers = [state.name for state in states if state.consumer]
+        own_infrastructure = self.supervisor is not None and self.settings.uses_own_kafka
+        return schedule.plan(points, consumers, infrastructure_restarts=own_infrastructure)
+
+    def carry_out(self, step: Step) -> None:
+        if step.kind == schedule.PROCESS_CRASH:
+            self.control.arm(step.target, step.point, "crash", times=1)
+        elif step.kind == schedule.REWIND:
+            since = (datetime.now(UTC) - timedelta(seconds=60)).isoformat()
+            self.control.rewind(step.target, since)
+        elif step.kind == schedule.REPUBLISH:
+            recent = records.recent_orders(self.query, 20)
+            if not recent:
+                raise InjectionError("no order yet to republish")
+            events = records.events_of_order(self.query, self.random.choice(recent).order_id)
+            self.injector.republish(self.random.choice(events), copies=5, spread=True)
+        elif step.kind == schedule.PROVIDER_TIMEOUT:
+            self.control.set_sandbox_faults("payment-provider", {"timeout_after_charge": 2, "timeout_seconds": 4})
+        elif self.supervisor is not None:
+            name = processes.KAFKA if step.kind == schedule.BROKER_RESTART else processes.POSTGRES
+            self.supervisor.stop(name)
+            self.supervisor.start(name)
+
+    # The run -----------------------------------------------------------------------------------
+
+    def run(self, duration: float, rate: float, count: int) -> Report:
+        report = Report()
+        steps = self.plan()
+        started = time.time()
+        interval = max(1.0, duration * 0.8 / len(steps))
+        self.say(f"soak: {duration:.0f} s at {rate:g} orders/s; {len(steps)} chaos steps, one every {interval:.1f} s")
+        stop = threading.Event()
+        loader = threading.Thread(
+            target=place_orders,
+            kwargs={"url": self.api, "rate": rate, "count": count, "quiet": True, "stop": stop, "result": report.load},
+            daemon=True,
+        )
+        loader.start()
+        queue = list(steps)
+        next_step = time.monotonic()
+        deadline = time.monotonic() + duration
+        while time.monotonic() < deadline and loader.is_alive():
+            if time.monotonic() >= next_step and queue:
+                step = queue.pop(0)
+                try:
+                    self.carry_out(step)
+                    report.done[step.kind] += 1
+                except (ControlError, InjectionError) as error:
+                    report.skipped.append(f"{step.describe()}: {error}")
+                    queue.append(step)  # a process may be restarting: try again later
+                next_step = time.monotonic() + interval
+            self._progress(started, duration, report)
+            time.sleep(0.25)
+        stop.set()
+        loader.join()
+        self._progress(started, duration, report)
+        sys.stdout.write("\n")
+        self.control.reset()  # points armed but not reached are disarmed before the count
+        self.say("soak: load stopped; waiting for every saga to finish")
+        report.not_terminal = self._wait_quiet(timeout=300)
+        report.seconds = time.time() - started
+        report.verdict = audit(self.query)
+        self._count_telemetry(report, since=started)
+        return report
+
+    def _progress(self, started: float, duration: float, report: Report) -> None:
+        elapsed = min(duration, time.time() - started)
+        filled = int(30 * elapsed / duration)
+        sys.stdout.write(
+            f"\r  [{'#' * filled}{'.' * (30 - filled)}] {elapsed:4.0f}/{duration:.0f} s"
+            f"  orders {len(report.load.order_ids)}  chaos steps {sum(report.done.values())}   "
+        )
+        sys.stdout.flush()
+
+    def _wait_quiet(self, timeout: float) -> int:
+        """Until no order is in flight and every outbox is published, three checks in a row."""
+        deadline, calm = time.monotonic() + timeout, 0
+        in_flight = 0
+        while time.monotonic() < deadline and calm < 3:
+            try:
+                in_flight = int(
+                    self.query("orders", f"SELECT count(*) FROM customer_order WHERE status NOT IN {FINAL}")[0][0]
+                )
+                unpublished = sum(
+                    int(self.query(db, "SELECT count(*) FROM outbox WHERE published_at IS NULL")[0][0])
+                    for db in records.OUTBOX_DATABASES
+                )
+            except Exception as error:  # the database may still be coming back
+                self.say(f"soak: waiting for the databases ({type(error).__name__})")
+                calm = 0
+                time.sleep(1)
+                continue
+            calm = calm + 1 if in_flight == 0 and unpublished == 0 else 0
+            time.sleep(1)
+        return in_flight
+
+    def _count_telemetry(self, report: Report, since: float) -> None:
+        told = read_telemetry(self.settings.kafka_bootstrap_servers, since=since)
+        report.fired = Counter(str(r.get("action")) for r in told if r.get("kind") == "fault")
+        report.restarts = sum(1 for r in told if r.get("kind") == "started")
+        deliveries = Counter(
+            (str(r.get("consumer")), str(r.get("message_id")))
+            for r in told
+            if r.get("kind") == "delivery" and r.get("outcome") in ("applied", "duplicate")
+        )
+        report.redeliveries = sum(n - 1 for n in deliveries.values())
+        report.duplicates = sum(1 for r in told if r.get("kind") == "delivery" and r.get("outcome") == "duplicate")
+        report.dead_letters = sum(
+            1 for r in told if r.get("kind") == "delivery" and r.get("outcome") == "terminal_failure"
+        )
+
+
+def summary(report: Report) -> list[str]:
+    verdict = report.verdict
+    lines = [
+        f"soak finished in {report.seconds:.0f} s",
+        f"  orders placed            {len(report.load.order_ids)}"
+        + (
+            f" ({sum(report.load.failures.values())} refused while the system was down)" if report.load.failures else ""
+        ),
+        "  faults injected          " + (", ".join(f"{kind} {n}" for kind, n in sorted(report.done.items())) or "none"),
+        f"  crashes that fired       {report.fired.get('crash', 0)} (processes started again: {report.restarts})",
+        f"  redeliveries             {report.redeliveries}",
+        f"  duplicates absorbed      {report.duplicates}",
+        f"  dead letters             {report.dead_letters}",
+        f"  anomalies                {len(verdict.anomalies) if verdict else '?'} (must be 0)",
+        f"  orders not terminal      {report.not_terminal} (must be 0)",
+    ]
+    if verdict:
+        lines += [f"    ✗ {a.invariant}: {a.subject}: {a.evidence}" for a in verdict.anomalies[:20]]
+    lines.append("SOAK: PASSED" if report.passed else "SOAK: FAILED")
+    return lines

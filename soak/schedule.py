@@ -1,0 +1,64 @@
+"""The chaos schedule: what the soak breaks, in which order. Pure: it takes what the running
+processes report and returns the plan; soak/run.py carries it out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import zip_longest
+
+PROCESS_CRASH = "crash"
+REWIND = "rewind"
+REPUBLISH = "republish"
+BROKER_RESTART = "kafka restart"
+DATABASE_RESTART = "postgres restart"
+PROVIDER_TIMEOUT = "provider timeout after charging"
+
+KINDS = (PROCESS_CRASH, REWIND, REPUBLISH, BROKER_RESTART, DATABASE_RESTART, PROVIDER_TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    target: str = ""
+    """The process (crash, rewind) or nothing."""
+    point: str = ""
+
+    def describe(self) -> str:
+        if self.kind == PROCESS_CRASH:
+            return f"crash {self.target} at {self.point}"
+        if self.kind == REWIND:
+            return f"rewind {self.target} to the beginning"
+        return self.kind
+
+
+TEACHING_ONLY_POINTS = ("after_check", "between_transactions")
+"""Points the correct strategy never passes: arming them would crash nothing."""
+
+
+def plan(points: dict[str, list[str]], consumers: list[str], infrastructure_restarts: bool) -> list[Step]:
+    """Every process crashed at every point it passes, every consumer rewound, duplicates republished,
+    the broker and the database restarted, the provider timing out after charging, interleaved so
+    that any prefix of the plan mixes every kind."""
+    crashes = [
+        Step(PROCESS_CRASH, process, point)
+        for process, names in sorted(points.items())
+        for point in names
+        if point not in TEACHING_ONLY_POINTS
+    ]
+    rewinds = [Step(REWIND, consumer) for consumer in sorted(consumers)]
+    others = [Step(REPUBLISH), Step(PROVIDER_TIMEOUT), Step(REPUBLISH)]
+    if infrastructure_restarts:
+        others[1:1] = [Step(BROKER_RESTART)]
+        others.append(Step(DATABASE_RESTART))
+    lanes = [crashes, rewinds, others]
+    steps: list[Step] = []
+    # Crashes are most of the plan; the other kinds are spread through it.
+    stride = max(1, len(crashes) // max(1, len(rewinds) + len(others)))
+    extra = [step for pair in zip_longest(rewinds, others) for step in pair if step is not None]
+    for index, crash in enumerate(crashes):
+        steps.append(crash)
+        if index % stride == stride - 1 and extra:
+            steps.append(extra.pop(0))
+    steps.extend(extra)
+    assert len(steps) == sum(len(lane) for lane in lanes)
+    return steps
