@@ -176,9 +176,7 @@ class TelemetryReader:
             self.store.add_dead_letter(dead_letter_of(message))
 
 
-def read_to_end(
-    bootstrap_servers: str, topics: list[str], take: Callable[[Any], None], timeout: float = 30
-) -> None:
+def read_to_end(bootstrap_servers: str, topics: list[str], take: Callable[[Any], None], timeout: float = 30) -> None:
     """Read every partition of `topics` from the beginning to its end (as it was when reached),
     handing each message to `take`. No group is joined and nothing is committed."""
     consumer = Consumer(
