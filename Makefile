@@ -45,9 +45,10 @@ $(UV):
 venv: $(UV) ## Create or update the virtual environment from uv.lock
 	@$(UV) sync --frozen --no-install-project --quiet
 
-up: venv ## Run the whole demo (compose with a Docker engine, else native)
+up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay
 ifeq ($(DOCKER_ENGINE),yes)
-	$(COMPOSE) up --detach --build --wait
+	$(COMPOSE) up --detach --build --wait \
+	  $(if $(REPLICAS),$(foreach s,outbox-relay orders-saga inventory payment notification sales-projection,--scale $(s)=$(REPLICAS)),)
 	@echo "Chaos panel: http://127.0.0.1:8080   Prometheus: http://127.0.0.1:9090   Grafana: http://127.0.0.1:3000"
 	@token=$$($(COMPOSE) logs chaos-panel 2>/dev/null | grep -o 'login?token=[A-Za-z0-9_-]*' | tail -1); \
 	  [ -z "$$token" ] || echo "The panel's buttons need its token: open http://127.0.0.1:8080/$$token once"

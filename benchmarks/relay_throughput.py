@@ -8,19 +8,20 @@ insert to the relay's mark, which comes after the broker's confirmation.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import threading
 import time
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
 from psycopg.conninfo import make_conninfo
 
-from benchmarks.consumer_throughput import _database, _say
+from benchmarks.consumer_throughput import _say
+from benchmarks.consumer_throughput import database_url as _database
+from benchmarks.rows import Row as BenchRow
+from benchmarks.rows import table, write_json
 from infra.launcher import kafka_broker, stack
 from outbox_relay.publish import producer_settings
 from outbox_relay.settings import RelaySettings
@@ -123,13 +124,7 @@ def latency(url: str, bootstrap: str, topic: str, rate: int, seconds: float) -> 
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--rate", type=int, default=1_000)
-    parser.add_argument("--seconds", type=float, default=10)
-    arguments = parser.parse_args(argv)
-    print("outbox relay: throughput and latency (make bench)")
+def measure(rows: int, rate: int, seconds: float) -> list[BenchRow]:
     endpoints = stack.up(Settings(), _say, with_platform=False)
     settings = Settings(
         DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
@@ -138,32 +133,39 @@ def main(argv: list[str] | None = None) -> int:
     url = _database(settings)
     topic = f"bench.relay.{uuid.uuid4().hex[:8]}"
     kafka_broker.ensure_topics(bootstrap, (topic,))
-    _say(f"throughput: draining {arguments.rows} rows")
-    rate = throughput(_outbox_schema(url), bootstrap, topic, arguments.rows)
-    _say(f"latency: {arguments.rate} events/s for {arguments.seconds:.0f} s")
-    steady = latency(_outbox_schema(url), bootstrap, topic, arguments.rate, arguments.seconds)
-    report: list[dict[str, Any]] = [
-        {"case": "relay throughput (rows/s)", "value": rate, "target": "≥ 10,000/s", "met": rate >= 10_000},
-        {
-            "case": f"latency p50 at {steady['achieved_rate']:,.0f}/s (ms)",
-            "value": steady["p50_ms"],
-            "target": "",
-            "met": True,
-        },
-        {
-            "case": f"latency p99 at {steady['achieved_rate']:,.0f}/s (ms)",
-            "value": steady["p99_ms"],
-            "target": "≤ 50 ms",
-            "met": steady["p99_ms"] <= 50,
-        },
+    _say(f"relay throughput: draining {rows} rows")
+    drained = throughput(_outbox_schema(url), bootstrap, topic, rows)
+    _say(f"relay latency: {rate} events/s for {seconds:.0f} s")
+    steady = latency(_outbox_schema(url), bootstrap, topic, rate, seconds)
+    at = f"at {steady['achieved_rate']:,.0f} events/s"
+    return [
+        BenchRow(
+            "relay",
+            "throughput",
+            drained,
+            "rows/s",
+            "≥ 10,000/s",
+            drained >= 10_000,
+            f"{rows:,} rows, broker-confirmed and marked",
+            drained / 10_000,
+        ),
+        BenchRow("relay", "latency p50", steady["p50_ms"], "ms", detail=f"commit to confirmed mark, {at}"),
+        BenchRow(
+            "relay", "latency p99", steady["p99_ms"], "ms", "≤ 50 ms", steady["p99_ms"] <= 50, at, 50 / steady["p99_ms"]
+        ),
     ]
-    print(f"\n{'case':<36}{'value':>12}  target")
-    for row in report:
-        verdict = ("met" if row["met"] else "NOT MET") if row["target"] else ""
-        print(f"{row['case']:<36}{row['value']:>12,.1f}  {row['target']} {verdict}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2))
-    print(f"\nwritten to {RESULTS.relative_to(PROJECT_ROOT)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--rate", type=int, default=1_000)
+    parser.add_argument("--seconds", type=float, default=10)
+    arguments = parser.parse_args(argv)
+    print("outbox relay: throughput and latency")
+    rows = measure(arguments.rows, arguments.rate, arguments.seconds)
+    print("\n".join(["", *table(rows)]))
+    print(f"\nwritten to {write_json(rows, RESULTS).relative_to(PROJECT_ROOT)}")
     return 0
 
 

@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     PROMETHEUS_PORT: int = 9090
     PROMETHEUS_SCRAPE_INTERVAL_SECONDS: float = 5
     """How often Prometheus scrapes every process (native path)."""
+    REPLICAS: int = Field(default=1, ge=1, le=5)
+    """Instances of each consumer (in the same groups) and of the relay: `make up REPLICAS=3`."""
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""

@@ -128,8 +128,10 @@ class Soak:
                 try:
                     self.carry_out(step)
                     report.done[step.kind] += 1
+                    self._log(started, step.describe())
                 except (ControlError, InjectionError) as error:
                     report.skipped.append(f"{step.describe()}: {error}")
+                    self._log(started, f"{step.describe()}: not now ({error}); later")
                     queue.append(step)  # a process may be restarting: try again later
                 next_step = time.monotonic() + interval
             self._progress(started, duration, report)
@@ -148,7 +150,15 @@ class Soak:
         self._count_telemetry(report, since=started)
         return report
 
+    def _log(self, started: float, line: str) -> None:
+        """A line per event: above the progress bar on a terminal, alone in a log."""
+        prefix = "\r" + " " * 78 + "\r" if sys.stdout.isatty() else ""
+        sys.stdout.write(f"{prefix}  {time.time() - started:6.1f} s  {line}\n")
+        sys.stdout.flush()
+
     def _progress(self, started: float, duration: float, report: Report) -> None:
+        if not sys.stdout.isatty():
+            return
         elapsed = min(duration, time.time() - started)
         filled = int(30 * elapsed / duration)
         sys.stdout.write(
@@ -176,6 +186,8 @@ class Soak:
                 time.sleep(1)
                 continue
             calm = calm + 1 if in_flight == 0 and unpublished == 0 else 0
+            if calm == 0 and int(deadline - time.monotonic()) % 10 == 0:
+                self.say(f"soak: {in_flight} orders in flight, {unpublished} outbox rows unpublished")
             time.sleep(1)
         return in_flight
 

@@ -27,7 +27,7 @@ class Step:
         if self.kind == PROCESS_CRASH:
             return f"crash {self.target} at {self.point}"
         if self.kind == REWIND:
-            return f"rewind {self.target} to the beginning"
+            return f"rewind {self.target} a minute back"
         return self.kind
 
 

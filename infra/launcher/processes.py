@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from infra.launcher import kafka_broker, postgres_cluster, prometheus_server
@@ -39,9 +40,43 @@ BACKGROUND = (
 runs two members of its group, so a duplicate that reaches two partitions really races."""
 
 
+REPLICATED = {OUTBOX_RELAY, "orders-saga", "inventory", "payment", "notification", "sales-projection"}
+"""What REPLICAS multiplies: every consumer (more members of the same groups) and the relay (its
+per-key advisory locks let any number run). Replica k of `inventory` is `inventory-k` (k ≥ 2)."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    module: list[str]
+    database: str | None
+    port: int
+    members: int
+    replica: int
+
+
+def background_instances(settings: Settings) -> list[Instance]:
+    """Every background process to run, replicas included, each with its control port:
+    CONTROL_PORT_BASE + its number for the first, + 10 × (replica − 1) more for the others."""
+    instances = []
+    for name, module, database_name, offset, members in BACKGROUND:
+        for replica in range(1, (settings.REPLICAS if name in REPLICATED else 1) + 1):
+            instances.append(
+                Instance(
+                    name if replica == 1 else f"{name}-{replica}",
+                    module,
+                    database_name,
+                    settings.CONTROL_PORT_BASE + offset + 10 * (replica - 1),
+                    members,
+                    replica,
+                )
+            )
+    return instances
+
+
 def control_urls(settings: Settings) -> dict[str, str]:
     """Process name -> its control endpoint (/metrics, /faults, and for consumers /strategy, /rewind)."""
-    return {name: f"http://127.0.0.1:{settings.CONTROL_PORT_BASE + offset}" for name, _, _, offset, _ in BACKGROUND}
+    return {instance.name: f"http://127.0.0.1:{instance.port}" for instance in background_instances(settings)}
 
 
 def postgres_program(settings: Settings, bindir: Path) -> Program:
@@ -188,8 +223,14 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             path="/",
         ),
     ]
-    for name, module, database_name, offset, members in BACKGROUND:
-        port = settings.CONTROL_PORT_BASE + offset
+    for instance in background_instances(settings):
+        name, module, database_name, port, members = (
+            instance.name,
+            instance.module,
+            instance.database,
+            instance.port,
+            instance.members,
+        )
         environment = {
             **_python_environment(settings, name, run_id),
             "CONTROL_HOST": "127.0.0.1",
@@ -201,7 +242,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             )
         else:
             environment["DATABASE_URL"] = settings.service_database_url(database(database_name))
-            environment["EO_INSTANCE_ID"] = f"{name}-0"
+            environment["EO_INSTANCE_ID"] = f"{name}-0" if instance.replica == 1 else name
         if members:
             environment["CONSUMER_MEMBERS"] = str(members)
         if name == "payment-executor":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -56,6 +57,7 @@ class ConsumerSettings(BaseSettings):
     EO_FAULTS: str = ""
     """Fault points armed at start, e.g. `after_commit_before_ack=crash`."""
     EO_INSTANCE_ID: str | None = None
+    """Static group membership id; `{hostname}` in it is replaced (compose: one per container)."""
     EO_PROCESS_NAME: str | None = None
     """The process's name as its supervisor knows it (`inventory`); telemetry and restarts use it."""
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
@@ -198,7 +200,9 @@ def run(
     settings = settings.model_copy(update={"CONSUMER_STRATEGY": stored_strategy(settings, consumer_name)})
     loops = []
     for member in range(settings.CONSUMER_MEMBERS):
-        instance_id = settings.EO_INSTANCE_ID
+        instance_id = (
+            settings.EO_INSTANCE_ID.replace("{hostname}", socket.gethostname()) if settings.EO_INSTANCE_ID else None
+        )
         if instance_id and settings.CONSUMER_MEMBERS > 1:
             instance_id = f"{instance_id}-m{member}"
         member_settings = settings.model_copy(update={"EO_INSTANCE_ID": instance_id})

@@ -39,7 +39,7 @@ class LauncherRun:
                     "PROMETHEUS_PORT",
                 )
             },
-            "CONTROL_PORT_BASE": free_port_range(12),
+            "CONTROL_PORT_BASE": free_port_range(60),  # room for REPLICAS
         }
     )
     overrides: dict[str, str] = field(default_factory=lambda: {"PROMETHEUS_SCRAPE_INTERVAL_SECONDS": "2"})
@@ -95,9 +95,11 @@ class LauncherRun:
 
 
 @contextmanager
-def running_system() -> Iterator[LauncherRun]:
-    """A whole system of its own (`make up` on its own ports and state), taken down afterwards."""
+def running_system(**overrides: str) -> Iterator[LauncherRun]:
+    """A whole system of its own (`make up` on its own ports and state), taken down afterwards;
+    `overrides` are settings for it (REPLICAS="2")."""
     run = LauncherRun()
+    run.overrides.update(overrides)
     result = run.launcher("up")
     assert result.returncode == 0, result.stdout + result.stderr
     try:

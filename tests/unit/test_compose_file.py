@@ -151,3 +151,8 @@ def test_the_image_holds_every_package_the_processes_import() -> None:
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
     for package in ("services", "infra", "outbox_relay", "dashboards"):
         assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.M), package
+
+
+def test_scaled_consumers_get_a_static_membership_id_per_container(compose: dict[str, Any]) -> None:
+    for name in ("orders-saga", "inventory", "payment", "notification", "sales-projection"):
+        assert "{hostname}" in compose["services"][name]["environment"]["EO_INSTANCE_ID"], name

@@ -1,0 +1,67 @@
+"""End-to-end order latency: POST /orders to CONFIRMED, through every hop of the saga (relay,
+inventory, relay, payment and the provider, relay, notification and the mail sandbox, relay, the
+saga), at a fixed rate on the running platform."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import httpx
+import psycopg
+
+from benchmarks.rows import Row
+from infra.launcher import stack
+from services.orders.load import place_orders
+from services.settings import Settings
+from services.topology import database
+
+TARGET_P99_MS = 2_000
+
+
+def _say(message: str) -> None:
+    print(f"  · {message}", flush=True)
+
+
+def measure(rate: float = 10, count: int = 200) -> list[Row]:
+    settings = Settings()
+    stack.up(settings, _say, with_platform=True)
+    api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
+    _say(f"order latency: {count} orders at {rate:g}/s")
+    placed = place_orders(api, rate, count, seed=3, quiet=True)
+    final = ("CONFIRMED", "REJECTED", "CANCELLED")
+    deadline = time.monotonic() + 180
+    with httpx.Client(base_url=api, timeout=10) as client:
+        while time.monotonic() < deadline:
+            statuses = [client.get(f"/orders/{order_id}").json()["status"] for order_id in placed.order_ids[-20:]]
+            if all(status in final for status in statuses):
+                break
+            time.sleep(0.5)
+    with psycopg.connect(settings.auditor_database_url(database("orders"))) as connection:
+        rows = connection.execute(
+            """SELECT extract(epoch FROM h.recorded_at - o.created_at) * 1000
+                 FROM customer_order o JOIN order_history h
+                   ON h.order_id = o.order_id AND h.status_after = 'CONFIRMED'
+                WHERE o.order_id = ANY(%s)""",
+            (placed.order_ids,),
+        ).fetchall()
+    values = sorted(float(row[0]) for row in rows)
+    if len(values) < 10:
+        raise SystemExit(f"only {len(values)} of {count} orders were confirmed: is the platform healthy?")
+    p99 = statistics.quantiles(values, n=100)[98]
+    detail = f"{len(values)} confirmed orders at {rate:g}/s"
+    return [
+        Row(
+            "saga", "order latency p50", statistics.median(values), "ms", detail="POST /orders to CONFIRMED; " + detail
+        ),
+        Row(
+            "saga",
+            "order latency p99",
+            p99,
+            "ms",
+            f"≤ {TARGET_P99_MS:,} ms",
+            p99 <= TARGET_P99_MS,
+            detail,
+            TARGET_P99_MS / p99,
+        ),
+    ]

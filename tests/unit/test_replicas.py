@@ -1,0 +1,39 @@
+"""REPLICAS: more instances of every consumer (the same groups) and of the relay."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from infra.launcher import processes
+from services.settings import Settings
+
+
+def _settings(replicas: int) -> Settings:
+    return Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None, REPLICAS=replicas)
+
+
+def test_three_replicas_run_three_of_each_consumer_and_relay_and_one_of_each_executor() -> None:
+    programs = {p.name: p for p in processes.platform_programs(_settings(3))}
+    for name in ("inventory", "outbox-relay", "sales-projection"):
+        assert {name, f"{name}-2", f"{name}-3"} <= set(programs)
+    assert "payment-executor-2" not in programs and "notification-dispatcher-2" not in programs
+    ports = [port for program in programs.values() for port in program.ports]
+    assert len(ports) == len(set(ports))
+    instance_ids = [p.environment["EO_INSTANCE_ID"] for p in programs.values() if "EO_INSTANCE_ID" in p.environment]
+    assert len(instance_ids) == len(set(instance_ids))
+    assert programs["inventory-3"].environment["EO_PROCESS_NAME"] == "inventory-3"
+    assert set(processes.control_urls(_settings(3))) == {
+        name for name, program in programs.items() if "CONTROL_PORT" in program.environment
+    }
+
+
+def test_one_replica_is_the_platform_as_it_always_was() -> None:
+    names = {p.name for p in processes.platform_programs(_settings(1))}
+    assert "inventory" in names and not any(name.endswith("-2") for name in names)
+
+
+@pytest.mark.parametrize("replicas", [0, 6])
+def test_replicas_out_of_range_are_refused(replicas: int) -> None:
+    with pytest.raises(ValidationError, match="REPLICAS"):
+        _settings(replicas)

@@ -1,0 +1,26 @@
+"""The soak's chaos schedule covers every point of every process and every other kind of fault."""
+
+from __future__ import annotations
+
+from soak.schedule import BROKER_RESTART, DATABASE_RESTART, KINDS, PROCESS_CRASH, REWIND, plan
+
+POINTS = {
+    "inventory": ["before_claim", "after_claim", "before_commit", "after_commit_before_ack", "after_check"],
+    "inventory-2": ["before_claim", "after_commit_before_ack"],
+    "outbox-relay": ["relay.before_publish", "relay.after_publish_before_mark"],
+}
+
+
+def test_every_point_of_every_process_is_crashed_once_and_every_kind_comes_early() -> None:
+    steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True)
+    crashes = {(s.target, s.point) for s in steps if s.kind == PROCESS_CRASH}
+    assert crashes == {(p, point) for p, names in POINTS.items() for point in names if point != "after_check"}
+    assert {s.target for s in steps if s.kind == REWIND} == {"inventory", "inventory-2"}
+    assert {s.kind for s in steps} == set(KINDS)
+    first_half = {s.kind for s in steps[: len(steps) // 2 + 1]}
+    assert {PROCESS_CRASH, REWIND} <= first_half
+
+
+def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_database() -> None:
+    kinds = {s.kind for s in plan(POINTS, ["inventory"], infrastructure_restarts=False)}
+    assert BROKER_RESTART not in kinds and DATABASE_RESTART not in kinds
