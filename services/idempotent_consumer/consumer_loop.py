@@ -159,9 +159,7 @@ class ConsumerLoop:
             while not self._stopping and not until():
                 if not self._rewinds.empty():
                     self._serve_rewinds()
-                messages = self._consumer.consume(
-                    max(self.config.batch_size, self.config.poll_size), self.config.poll_timeout_seconds
-                )
+                messages = self._next_messages()
                 if messages:
                     self.handle(messages)
         finally:
@@ -181,6 +179,22 @@ class ConsumerLoop:
                         metrics.LAG_MESSAGES.labels(self.name, topic, partition).set(lag)
         except (ValueError, AttributeError, TypeError) as error:
             log.debug("unreadable statistics: %s", error)
+
+    def _next_messages(self) -> list[Message]:
+        """What the client holds already; when it holds nothing, wait for the first message only.
+
+        consume(n, timeout) waits until it has n messages or the timeout passes, which at a low
+        rate adds up to the whole timeout to every hop of the saga; poll() returns the moment one
+        message is there, and consume(n, 0) takes what else is buffered without waiting.
+        """
+        size = max(self.config.batch_size, self.config.poll_size)
+        messages: list[Message] = self._consumer.consume(size, 0)
+        if messages:
+            return messages
+        first = self._consumer.poll(self.config.poll_timeout_seconds)
+        if first is None:
+            return []
+        return [first, *self._consumer.consume(size - 1, 0)]
 
     # Rebalances -----------------------------------------------------------------------------
 
