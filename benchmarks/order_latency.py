@@ -23,20 +23,26 @@ def _say(message: str) -> None:
     print(f"  · {message}", flush=True)
 
 
+def _wait_final(api: str, order_ids: list[str], timeout: float) -> None:
+    final = ("CONFIRMED", "REJECTED", "CANCELLED")
+    deadline = time.monotonic() + timeout
+    with httpx.Client(base_url=api, timeout=10) as client:
+        while time.monotonic() < deadline:
+            if all(client.get(f"/orders/{order_id}").json()["status"] in final for order_id in order_ids):
+                return
+            time.sleep(0.5)
+
+
 def measure(rate: float = 10, count: int = 200) -> list[Row]:
     settings = Settings()
     stack.up(settings, _say, with_platform=True)
     api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
+    _say("order latency: warming up until an order goes all the way through")
+    warm = place_orders(api, 5, 5, seed=1, quiet=True)
+    _wait_final(api, warm.order_ids, timeout=120)
     _say(f"order latency: {count} orders at {rate:g}/s")
     placed = place_orders(api, rate, count, seed=3, quiet=True)
-    final = ("CONFIRMED", "REJECTED", "CANCELLED")
-    deadline = time.monotonic() + 180
-    with httpx.Client(base_url=api, timeout=10) as client:
-        while time.monotonic() < deadline:
-            statuses = [client.get(f"/orders/{order_id}").json()["status"] for order_id in placed.order_ids[-20:]]
-            if all(status in final for status in statuses):
-                break
-            time.sleep(0.5)
+    _wait_final(api, placed.order_ids[-20:], timeout=180)
     with psycopg.connect(settings.auditor_database_url(database("orders"))) as connection:
         rows = connection.execute(
             """SELECT extract(epoch FROM h.recorded_at - o.created_at) * 1000
