@@ -112,7 +112,7 @@ clean-state: venv ## Stop the native stack and delete its data (databases, topic
 	@rm -rf "$$($(PY) -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')"
 	@echo "native state removed"
 
-bench: venv ## Benchmarks (not timed tests): consumer rates per strategy and batch size, relay throughput and latency
+bench: venv ## Every benchmark in one run: one table with targets, JSON and a PNG (artifacts/bench/)
 	$(PY) -m benchmarks
 
 RATE ?= 20
@@ -128,5 +128,5 @@ load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300
 dashboards: venv ## Write the Grafana dashboards' JSON (dashboards/generated/) from dashboards/build.py
 	@$(PY) -m dashboards
 
-audit: venv ## Prove from the databases that nothing was lost or doubled (exit 1 on any anomaly)
+audit: venv ## Prove from the databases that nothing was lost or doubled (exit 1 on any anomaly); list dead letters
 	@$(PY) -m services.chaos_panel.auditor
