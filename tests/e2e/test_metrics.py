@@ -5,6 +5,7 @@ what the databases say happened."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -122,10 +123,21 @@ def test_the_relay_and_the_provider_counted_what_their_tables_hold(loaded: tuple
 
 
 def test_the_panel_draws_the_same_series_from_the_native_prometheus(loaded: tuple[Settings, Query]) -> None:
+    """The charts are live: a consumer's lag series exists from its first statistics report after it
+    consumed (every 5 s) plus a scrape, so the test waits for the chart to hold it, as a person would."""
     settings, _ = loaded
     panel = f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}"
     home = httpx.get(f"{panel}/", timeout=10).text
     assert 'hx-get="/fragments/charts"' in home and "/d/eo-overview" not in home  # no Grafana natively
-    charts = httpx.get(f"{panel}/fragments/charts", timeout=20).text
-    assert charts.count("<polyline") >= 4 and "did not answer" not in charts, charts
-    assert "applied" in charts and "inventory-reservation-v1" in charts
+    drawn: list[str] = []
+
+    def charted() -> bool:
+        charts = httpx.get(f"{panel}/fragments/charts", timeout=20).text
+        drawn[:] = re.findall(r'<p class="legend small">(.*?)</p>', charts, re.S) or [charts]
+        assert "did not answer" not in charts, charts
+        return charts.count("<polyline") >= 4 and "applied" in charts and "inventory-reservation-v1" in charts
+
+    try:
+        wait_for(charted, 30, "the panel's charts to draw outcomes and every consumer's lag", interval=1)
+    except AssertionError as error:
+        raise AssertionError(f"{error}; last legends drawn: {drawn}") from error
