@@ -164,29 +164,20 @@ def _orders(
         verdict.flag("every charge and email belongs to an order", order_id, "no such order")
 
 
+def _events(query: Query, service: str, event_type: str) -> dict[str, tuple[str, Any]]:
+    """message id -> (order id, when it was written) of one event type in a service's outbox."""
+    rows = query(service, f"SELECT message_id, aggregate_key, created_at FROM outbox WHERE event_type = '{event_type}'")
+    return {row[0]: (row[1], row[2]) for row in rows}
+
+
 def _markers_and_effects(query: Query, verdict: Verdict) -> None:
     """A marker without its business effect lost the change; an effect without its marker will
-    be applied again on the next redelivery."""
-    placed = {
-        row[0]: row[1]
-        for row in query(
-            "orders", f"SELECT message_id, aggregate_key FROM outbox WHERE event_type = '{contract.ORDER_PLACED}'"
-        )
-    }
-    reserved = {
-        row[0]: row[1]
-        for row in query(
-            "inventory",
-            f"SELECT message_id, aggregate_key FROM outbox WHERE event_type = '{contract.INVENTORY_RESERVED}'",
-        )
-    }
-    authorized = {
-        row[0]: row[1]
-        for row in query(
-            "payment",
-            f"SELECT message_id, aggregate_key FROM outbox WHERE event_type = '{contract.PAYMENT_AUTHORIZED}'",
-        )
-    }
+    be applied again on the next redelivery, unless retention purged that marker on purpose
+    (its event is older than what `marker_retention` says was purged: a late replay of it is
+    refused by the runtime, not applied)."""
+    placed = _events(query, "orders", contract.ORDER_PLACED)
+    reserved = _events(query, "inventory", contract.INVENTORY_RESERVED)
+    authorized = _events(query, "payment", contract.PAYMENT_AUTHORIZED)
     decided = {
         row[0]
         for row in query(
@@ -226,13 +217,17 @@ def _markers_and_effects(query: Query, verdict: Verdict) -> None:
             SELECT message_id FROM processed_message WHERE consumer_name = '{consumer}'""",
             )
         }
+        purged = query(service, f"SELECT purged_through FROM marker_retention WHERE consumer_name = '{consumer}'")
+        purged_through = purged[0][0] if purged else None
         invariant = f"{consumer}: every marker has its effect and every effect its marker"
         verdict.checks[invariant] = len(events)
-        orders_marked = {events[m] for m in marked if m in events}
-        orders_with_event = set(events.values())
+        orders_marked = {events[m][0] for m in marked if m in events}
+        retained = {
+            order_id for order_id, written in events.values() if purged_through is None or written >= purged_through
+        }
         for order_id in sorted(orders_marked - effects):
             verdict.flag(invariant, order_id, "marker committed, business effect missing")
-        for order_id in sorted((effects & orders_with_event) - orders_marked):
+        for order_id in sorted((effects & retained) - orders_marked):
             verdict.flag(invariant, order_id, "business effect committed, marker missing")
 
 

@@ -37,6 +37,15 @@ class ProcessState:
     outcomes: dict[str, float] = field(default_factory=dict)
     """Outcome -> deliveries counted since the process started."""
     started_at: float | None = None
+    topics: list[str] = field(default_factory=list)
+    held: dict[str, float] = field(default_factory=dict)
+    """Topic -> seconds its hold has left."""
+    horizon_seconds: float | None = None
+    configured_horizon_seconds: float | None = None
+
+    @property
+    def horizon_shortened(self) -> bool:
+        return self.horizon_seconds != self.configured_horizon_seconds
 
 
 def outcome_counts(exposition: str) -> dict[str, float]:
@@ -119,6 +128,11 @@ class ControlPlane:
             try:
                 strategy = self._call("GET", f"{state.url}/strategy", timeout=2)
                 state.strategy, state.strategies = strategy["strategy"], list(strategy["strategies"])
+                holds = self._call("GET", f"{state.url}/hold", timeout=2)
+                state.topics, state.held = list(holds["topics"]), dict(holds["held"])
+                horizon = self._call("GET", f"{state.url}/horizon", timeout=2)
+                state.horizon_seconds = horizon["seconds"]
+                state.configured_horizon_seconds = horizon["configured_seconds"]
             except ControlError as error:
                 state.error = str(error)
         return state
@@ -177,6 +191,13 @@ class ControlPlane:
         body = self._call("POST", f"{self._url(process)}/rewind", json={"to": to}, timeout=40)
         return list(body.get("partitions", []))
 
+    def hold(self, process: str, topic: str, seconds: float) -> list[dict[str, Any]]:
+        body = self._call("POST", f"{self._url(process)}/hold", json={"topic": topic, "seconds": seconds}, timeout=40)
+        return list(body.get("partitions", []))
+
+    def set_horizon(self, process: str, seconds: float | None, purge: bool = False) -> dict[str, Any]:
+        return dict(self._call("POST", f"{self._url(process)}/horizon", json={"seconds": seconds, "purge": purge}))
+
     # Sandboxes ------------------------------------------------------------------------------------
 
     def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
@@ -190,7 +211,8 @@ class ControlPlane:
     # Everything -----------------------------------------------------------------------------------
 
     def reset(self) -> list[str]:
-        """Disarm every point, switch every consumer back to `correct`, clear the sandboxes' faults.
+        """Disarm every point, switch every consumer back to `correct`, release every held topic,
+        restore every dedup horizon, clear the sandboxes' faults.
         Returns what could not be reached (the rest is reset)."""
         problems = []
         for state in self.states():
@@ -201,6 +223,10 @@ class ControlPlane:
                 self.disarm(state.name)
                 if state.consumer and state.strategy != "correct":
                     self.set_strategy(state.name, "correct")
+                for topic in state.held:
+                    self.hold(state.name, topic, 0)
+                if state.consumer and state.horizon_shortened:
+                    self.set_horizon(state.name, None)
             except ControlError as error:
                 problems.append(str(error))
         for sandbox, url in self.sandboxes.items():

@@ -211,6 +211,41 @@ def router(panel: Panel) -> APIRouter:
         key, sent = injector.poison(kind, topic)
         return f"sent a poison message ({kind}) to {sent.topic}; look for it among the dead letters", {"key": key}
 
+    @action("/redrive")
+    def redrive(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        location = _text(body, "location")
+        headers, sent = injector.redrive(location)
+        message_id = headers.get("message-id") or "(none: it had no readable id)"
+        return (
+            f"re-drove {headers.get('consumer', '?')}'s dead letter {message_id} to {sent.topic} "
+            "with its original bytes and id",
+            {"message_id": headers.get("message-id", ""), "topic": sent.topic, "key": headers.get("key", "")},
+        )
+
+    @action("/hold")
+    def hold(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process, topic = _text(body, "process"), _text(body, "topic")
+        seconds = _number(body, "seconds", 30, 0, 600)
+        partitions = control.hold(process, topic, seconds)
+        if seconds == 0:
+            return f"{process} released {topic}: what waited is delivered now", {"partitions": partitions}
+        return (
+            f"{process} holds {topic} back for {seconds:g} s ({len(partitions)} partition(s) paused now); "
+            "its other topics flow",
+            {"partitions": partitions},
+        )
+
+    @action("/horizon")
+    def horizon(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        process = _text(body, "process")
+        raw = body.get("seconds")
+        seconds = None if raw in (None, "", "configured") else _number(body, "seconds", 30, 1, 10 * 365 * 86400)
+        purge = str(body.get("purge", "")).lower() in ("1", "true", "on", "yes")
+        answer = control.set_horizon(process, seconds, purge)
+        what = "back to its configured value" if seconds is None else f"{seconds:g} s"
+        purged = f"; {answer.get('purged', 0)} marker(s) older than it purged" if purge else ""
+        return f"{process}: dedup horizon {what}{purged}", answer
+
     @action("/reset")
     def reset(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         panel.loads.stop()

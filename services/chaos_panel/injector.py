@@ -1,9 +1,13 @@
-"""Redeliveries and poison, for real: messages produced to the platform's topics.
+"""Redeliveries, re-drives and poison, for real: messages produced to the platform's topics.
 
 Republishing uses the event's outbox row, so the copy is byte for byte what the relay sent, with
 its original message id. A storm sends many copies at once, spread over every partition of the
 topic, so that several members of a consumer group receive the same message at the same moment:
 the concurrent duplicate that a second relay, a re-keyed replay or a zombie member produces.
+
+A re-drive reads a dead letter where it lies and sends its original bytes back to the topic it
+came from: the same message id, so every consumer that already applied it counts a duplicate and
+the one that could not apply it gets another chance.
 """
 
 from __future__ import annotations
@@ -14,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from services.chaos_panel.records import OutboxEvent
+from services.idempotent_consumer.dead_letters import dead_letter_headers
 from services.idempotent_consumer.envelope import MAX_BODY_BYTES
-from services.topology import ORDERS_EVENTS, TOPIC_PARTITIONS
+from services.topology import CONSUMERS, EVENT_TOPICS, ORDERS_EVENTS, TOPIC_PARTITIONS
 
 POISON_KINDS = {
     "not_json": "a body that is not JSON",
@@ -99,6 +104,44 @@ class Injector:
             for n in range(copies)
         ]
         return self._send(event.topic, records)
+
+    def redrive(self, location: str) -> tuple[dict[str, str], Sent]:
+        """Send the dead letter at `location` (dlq-topic/partition@offset) back to its original
+        topic, byte for byte; returns its dead-letter headers and where it went."""
+        letter = self._read_dead_letter(location)
+        headers = dead_letter_headers(letter)
+        topic = headers.get("original-topic", "")
+        if topic not in EVENT_TOPICS:
+            raise InjectionError(f"the dead letter at {location} names no platform topic to go back to ({topic!r})")
+        copy: Headers = [("eo-injected", b"redrive"), ("eo-redriven-from", location.encode())]
+        if headers.get("message-id"):
+            copy.append(("eo-message-id", headers["message-id"].encode()))
+        return headers, self._send(topic, [(letter.key() or b"", letter.value() or b"", None, copy)])
+
+    def _read_dead_letter(self, location: str) -> Message:
+        try:
+            topic, rest = location.rsplit("/", 1)
+            partition, offset = (int(part) for part in rest.split("@", 1))
+        except ValueError:
+            raise InjectionError(f"{location!r} is not a dead letter's place (topic/partition@offset)") from None
+        if topic not in {consumer.dead_letter_topic for consumer in CONSUMERS}:
+            raise InjectionError(f"{topic!r} is not a dead-letter topic")
+        reader = Consumer(
+            {
+                "bootstrap.servers": self._bootstrap_servers,
+                "group.id": "effectively-once-redrive",  # never joins: the partition is assigned
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
+        try:
+            reader.assign([TopicPartition(topic, partition, offset)])
+            message = reader.poll(10)
+        finally:
+            reader.close()
+        if message is None or message.error() is not None or message.offset() != offset:
+            raise InjectionError(f"no dead letter could be read at {location}")
+        return message
 
     def poison(self, kind: str, topic: str = ORDERS_EVENTS) -> tuple[str, Sent]:
         """Send one malformed message; returns its key (the dead letters carry it) and where it went."""

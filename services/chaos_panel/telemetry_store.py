@@ -38,6 +38,8 @@ class DeadLetter:
     """topic/partition@offset of the message as it was delivered."""
     at: str
     key: str
+    location: str = ""
+    """dlq-topic/partition@offset: where the dead letter itself is (a re-drive reads it there)."""
 
 
 @dataclass
@@ -110,6 +112,7 @@ def dead_letter_of(message: Any) -> DeadLetter:
         f"@{headers.get('original-offset', '?')}",
         at=headers.get("dead-lettered-at", ""),
         key=(message.key() or b"").decode(errors="replace"),
+        location=f"{message.topic()}/{message.partition()}@{message.offset()}",
     )
 
 

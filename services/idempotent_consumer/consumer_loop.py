@@ -91,6 +91,10 @@ class ConsumerLoop:
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
         self._rewinds: queue.Queue[tuple[int | None, Future[list[dict[str, Any]]]]] = queue.Queue()
+        self._hold_requests: queue.Queue[tuple[str, float, Future[list[dict[str, Any]]]]] = queue.Queue()
+        self._held: dict[str, float] = {}
+        """Topic -> when its hold ends (monotonic clock)."""
+        self._paused: set[tuple[str, int]] = set()
         self._retry_round = 0
         self.handled = 0
         """Deliveries acknowledged so far (committed or dead-lettered)."""
@@ -139,6 +143,48 @@ class ConsumerLoop:
         self.processor.telemetry.emit("rewind", consumer=self.name, partitions=moved, to_timestamp_ms=to_timestamp_ms)
         return moved
 
+    def request_hold(self, topic: str, seconds: float) -> Future[list[dict[str, Any]]]:
+        """Ask the loop to hold `topic` back for `seconds` (0: release it now): its partitions
+        are paused, so its messages wait on the broker while other topics flow. This is how the
+        out-of-order lab delivers one order's events in another order than they were written."""
+        future: Future[list[dict[str, Any]]] = Future()
+        self._hold_requests.put((topic, seconds, future))
+        return future
+
+    def holds(self) -> dict[str, float]:
+        """Topic -> seconds its hold has left."""
+        now = time.monotonic()
+        return {topic: round(max(0.0, until - now), 1) for topic, until in dict(self._held).items()}
+
+    def _serve_holds(self) -> None:
+        """Start, end and keep up holds (a rebalance hands over partitions unpaused)."""
+        now = time.monotonic()
+        requested: list[tuple[str, Future[list[dict[str, Any]]]]] = []
+        while not self._hold_requests.empty():
+            topic, seconds, future = self._hold_requests.get_nowait()
+            self._held[topic] = now + seconds
+            requested.append((topic, future))
+        for topic in [t for t, until in self._held.items() if until <= now]:
+            del self._held[topic]
+            resumed = [TopicPartition(t, p) for t, p in self._paused if t == topic]
+            if resumed:
+                self._consumer.resume(resumed)
+                self._paused -= {(tp.topic, tp.partition) for tp in resumed}
+            log.info("released %s", topic, extra={"consumer": self.name})
+        to_pause = [
+            TopicPartition(tp.topic, tp.partition)
+            for tp in self._consumer.assignment()
+            if tp.topic in self._held and (tp.topic, tp.partition) not in self._paused
+        ]
+        if to_pause:
+            self._consumer.pause(to_pause)
+            self._paused |= {(tp.topic, tp.partition) for tp in to_pause}
+            log.warning("holding back %d partition(s)", len(to_pause), extra={"consumer": self.name})
+        for topic, future in requested:
+            held = topic in self._held
+            partitions = sorted(p for t, p in self._paused if t == topic)
+            future.set_result([{"topic": topic, "partition": p, "held": held} for p in partitions])
+
     def _serve_rewinds(self) -> None:
         while not self._rewinds.empty():
             to_timestamp_ms, future = self._rewinds.get_nowait()
@@ -159,6 +205,8 @@ class ConsumerLoop:
             while not self._stopping and not until():
                 if not self._rewinds.empty():
                     self._serve_rewinds()
+                if self._held or not self._hold_requests.empty():
+                    self._serve_holds()
                 messages = self._next_messages()
                 if messages:
                     self.handle(messages)
@@ -199,6 +247,7 @@ class ConsumerLoop:
     # Rebalances -----------------------------------------------------------------------------
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._paused -= {(tp.topic, tp.partition) for tp in partitions}
         for partition in partitions:  # another member reports these now
             with contextlib.suppress(KeyError):
                 metrics.LAG_MESSAGES.remove(self.name, partition.topic, str(partition.partition))
@@ -209,6 +258,7 @@ class ConsumerLoop:
                 log.warning("commit on revoke failed: %s", error, extra={"consumer": self.name})
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._paused -= {(tp.topic, tp.partition) for tp in partitions}
         log.warning(
             "partitions lost; nothing committed for them: they will be redelivered",
             extra={"consumer": self.name},

@@ -11,6 +11,10 @@ A consumer process also serves (others answer 404):
   GET    /strategy           {"consumer": ..., "strategy": "correct", "strategies": [...]}
   POST   /strategy           {"strategy": "check_then_act"}   the teaching switch, stored
   POST   /rewind             {"to": "beginning"} or {"to": "2026-12-02T12:00:00Z"}
+  GET    /hold               {"consumer": ..., "topics": [...], "held": {topic: seconds left}}
+  POST   /hold               {"topic": "orders.events", "seconds": 30}   pause a topic (0: release)
+  GET    /horizon            {"consumer": ..., "seconds": ..., "configured_seconds": ...}
+  POST   /horizon            {"seconds": 10, "purge": true}   shorten it (null: the configured one)
 
 Plain WSGI from the standard library, bound to loopback unless told otherwise.
 """
@@ -32,6 +36,7 @@ from services.idempotent_consumer.outcomes import Strategy
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
 MAX_BODY = 4096
+MAX_HOLD_SECONDS = 600.0
 
 
 class RuntimeControl(Protocol):
@@ -44,6 +49,14 @@ class RuntimeControl(Protocol):
     def set_strategy(self, strategy: str) -> None: ...
 
     def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]: ...
+
+    def hold(self, topic: str, seconds: float) -> list[dict[str, Any]]: ...
+
+    def holds(self) -> dict[str, Any]: ...
+
+    def horizon(self) -> dict[str, Any]: ...
+
+    def set_horizon(self, seconds: float | None, purge: bool) -> dict[str, Any]: ...
 
 
 def _read_json(environ: dict[str, Any]) -> dict[str, Any]:
@@ -91,6 +104,26 @@ def _runtime(runtime: RuntimeControl, path: str, method: str, environ: dict[str,
         if path == "/rewind" and method == "POST":
             target = parse_rewind_target(_read_json(environ).get("to"))
             return "200 OK", {"consumer": runtime.consumer_name, "partitions": runtime.rewind(target)}
+        if path == "/hold" and method == "GET":
+            return "200 OK", runtime.holds()
+        if path == "/hold" and method == "POST":
+            request = _read_json(environ)
+            seconds = float(request.get("seconds", 30))
+            if not 0 <= seconds <= MAX_HOLD_SECONDS:
+                raise ValueError(f"seconds must be between 0 (release) and {MAX_HOLD_SECONDS:.0f}")
+            topic = request.get("topic")
+            if not isinstance(topic, str):
+                raise ValueError('"topic" must name a topic this consumer reads')
+            return "200 OK", {"consumer": runtime.consumer_name, "partitions": runtime.hold(topic, seconds)}
+        if path == "/horizon" and method == "GET":
+            return "200 OK", runtime.horizon()
+        if path == "/horizon" and method == "POST":
+            request = _read_json(environ)
+            raw = request.get("seconds")
+            horizon = None if raw is None else float(raw)
+            if horizon is not None and horizon < 1:
+                raise ValueError("seconds must be at least 1, or null for the configured horizon")
+            return "200 OK", runtime.set_horizon(horizon, bool(request.get("purge", False)))
     except (KeyError, ValueError, TypeError) as error:
         return "400 Bad Request", {"error": str(error)}
     except Exception as error:  # the process could not do it (the broker or the database is away)
@@ -108,7 +141,7 @@ def control_app(
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "GET")
         if path == "/metrics":
             return metrics(environ, start_response)  # type: ignore[no-any-return]
-        if path in ("/strategy", "/rewind") and runtime is not None:
+        if path in ("/strategy", "/rewind", "/hold", "/horizon") and runtime is not None:
             status, body = _runtime(runtime, path, method, environ)
             return _json(start_response, status, body)
         if path != "/faults":

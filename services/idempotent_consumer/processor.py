@@ -180,6 +180,11 @@ class MessageProcessor:
             extra={"consumer": self.config.consumer_name, "strategy": strategy.value},
         )
 
+    def set_dedup_horizon(self, horizon: timedelta | None) -> None:
+        """Refuse every following message older than `horizon` (the retention lab shortens it)."""
+        self.config = replace(self.config, dedup_horizon=horizon)
+        log.warning("dedup horizon set to %s", horizon, extra={"consumer": self.config.consumer_name})
+
     # Connection ---------------------------------------------------------------------------
 
     @property

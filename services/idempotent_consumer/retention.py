@@ -27,6 +27,12 @@ DELETE FROM processed_message
           FOR UPDATE SKIP LOCKED))
 """
 
+RECORD = """
+INSERT INTO marker_retention (consumer_name, purged_through) VALUES (%(consumer)s, now() - %(horizon)s)
+ON CONFLICT (consumer_name) DO UPDATE
+   SET purged_through = greatest(marker_retention.purged_through, excluded.purged_through), updated_at = now()
+"""
+
 
 def purge_markers(
     connection: psycopg.Connection[Any],
@@ -34,9 +40,16 @@ def purge_markers(
     batch_size: int = 1000,
     consumer_name: str | None = None,
 ) -> int:
-    """Delete markers older than `horizon`, `batch_size` at a time; return how many went."""
+    """Delete markers older than `horizon`, `batch_size` at a time; return how many went.
+
+    For one consumer, how far its markers were purged is recorded first (`marker_retention`), so
+    the auditor can tell an effect whose marker retention removed from one whose marker is missing.
+    """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if consumer_name is not None:
+        with connection.transaction():
+            connection.execute(RECORD, {"consumer": consumer_name, "horizon": horizon})
     total = 0
     while True:
         with connection.transaction():

@@ -30,7 +30,7 @@ from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.marker_stats import MarkerTableCollector
 from services.idempotent_consumer.outcomes import Strategy
 from services.idempotent_consumer.processor import BulkHandler, Handler, MessageProcessor, ProcessorConfig
-from services.idempotent_consumer.retention import MarkerPurger
+from services.idempotent_consumer.retention import MarkerPurger, purge_markers
 from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from services.idempotent_consumer.telemetry import connect as connect_telemetry
 
@@ -146,11 +146,19 @@ def build(
 class ConsumerProcess:
     """The members of one consumer process, as its control endpoint sees them."""
 
-    def __init__(self, consumer_name: str, loops: list[ConsumerLoop], database_url: str, telemetry: Telemetry):
+    def __init__(
+        self,
+        consumer_name: str,
+        loops: list[ConsumerLoop],
+        database_url: str,
+        telemetry: Telemetry,
+        configured_horizon: timedelta | None = None,
+    ):
         self.consumer_name = consumer_name
         self.loops = loops
         self._database_url = database_url
         self._telemetry = telemetry
+        self._configured_horizon = configured_horizon
 
     def strategy(self) -> str:
         return self.loops[0].processor.config.strategy.value
@@ -166,6 +174,42 @@ class ConsumerProcess:
     def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
         futures = [loop.request_rewind(to_timestamp_ms) for loop in self.loops]
         return [partition for future in futures for partition in future.result(timeout=30)]
+
+    def hold(self, topic: str, seconds: float) -> list[dict[str, Any]]:
+        if topic not in self.loops[0].config.topics:
+            topics = ", ".join(self.loops[0].config.topics)
+            raise ValueError(f"{self.consumer_name} does not consume {topic!r}; it consumes {topics}")
+        futures = [loop.request_hold(topic, seconds) for loop in self.loops]
+        held = [partition for future in futures for partition in future.result(timeout=30)]
+        self._telemetry.emit("hold", consumer=self.consumer_name, topic=topic, seconds=seconds)
+        return held
+
+    def holds(self) -> dict[str, Any]:
+        first = self.loops[0]
+        return {"consumer": self.consumer_name, "topics": list(first.config.topics), "held": first.holds()}
+
+    def horizon(self) -> dict[str, Any]:
+        current = self.loops[0].processor.config.dedup_horizon
+        configured = self._configured_horizon
+        return {
+            "consumer": self.consumer_name,
+            "seconds": current.total_seconds() if current else None,
+            "configured_seconds": configured.total_seconds() if configured else None,
+        }
+
+    def set_horizon(self, seconds: float | None, purge: bool) -> dict[str, Any]:
+        """Shorten (or restore, with None) the dedup horizon; with `purge`, delete the markers
+        older than it at once rather than at the purger's next round. Not stored: a restart
+        brings back the configured horizon."""
+        horizon = timedelta(seconds=seconds) if seconds is not None else self._configured_horizon
+        for loop in self.loops:
+            loop.processor.set_dedup_horizon(horizon)
+        purged = 0
+        if purge and horizon is not None:
+            with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
+                purged = purge_markers(connection, horizon, consumer_name=self.consumer_name)
+        self._telemetry.emit("horizon", consumer=self.consumer_name, seconds=seconds, purged=purged)
+        return self.horizon() | {"purged": purged}
 
 
 def stored_strategy(settings: ConsumerSettings, consumer_name: str) -> Strategy:
@@ -218,7 +262,9 @@ def run(
                 telemetry=telemetry,
             )
         )
-    process = ConsumerProcess(consumer_name, loops, settings.DATABASE_URL, telemetry)
+    process = ConsumerProcess(
+        consumer_name, loops, settings.DATABASE_URL, telemetry, timedelta(days=settings.DEDUP_HORIZON_DAYS)
+    )
     REGISTRY.register(MarkerTableCollector(settings.DATABASE_URL, consumer_name))
     if settings.CONTROL_PORT:
         serve_control(faults, settings.CONTROL_HOST, settings.CONTROL_PORT, runtime=process)

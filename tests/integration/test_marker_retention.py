@@ -39,6 +39,18 @@ def test_only_markers_past_the_horizon_are_purged_in_bounded_batches(runtime_db:
     assert _count(runtime_db, name) == 30
 
 
+def test_a_purge_records_how_far_it_went_and_never_moves_that_back(runtime_db: str, name: str) -> None:
+    """The auditor reads `marker_retention` to tell a purged marker from a missing one."""
+    query = "SELECT now() - purged_through FROM marker_retention WHERE consumer_name = %s"
+    with psycopg.connect(runtime_db, autocommit=True) as connection:
+        purge_markers(connection, timedelta(days=30), consumer_name=name)
+        first = connection.execute(query, (name,)).fetchone()
+        purge_markers(connection, timedelta(days=60), consumer_name=name)  # a longer horizon purges less
+        second = connection.execute(query, (name,)).fetchone()
+    assert first is not None and timedelta(days=30) <= first[0] < timedelta(days=30, minutes=1)
+    assert second is not None and second[0] < timedelta(days=30, minutes=1)
+
+
 def test_a_purge_skips_a_marker_another_transaction_holds_instead_of_waiting(
     runtime_db: str,
     name: str,

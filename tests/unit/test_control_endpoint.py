@@ -70,6 +70,25 @@ class _FakeConsumerProcess:
         self.rewound.append(to_timestamp_ms)
         return [{"topic": "t", "partition": 0, "offset": "beginning"}]
 
+    def hold(self, topic: str, seconds: float) -> list[dict[str, Any]]:
+        if topic != "t":
+            raise ValueError(f"ledger-v1 does not consume {topic!r}")
+        self.held = (topic, seconds)
+        return [{"topic": topic, "partition": 0, "held": seconds > 0}]
+
+    def holds(self) -> dict[str, Any]:
+        return {"consumer": self.consumer_name, "topics": ["t"], "held": {"t": 3.0} if self.held else {}}
+
+    def horizon(self) -> dict[str, Any]:
+        return {"consumer": self.consumer_name, "seconds": self.seconds, "configured_seconds": 2592000.0}
+
+    seconds: float | None = 2592000.0
+    held: tuple[str, float] | None = None
+
+    def set_horizon(self, seconds: float | None, purge: bool) -> dict[str, Any]:
+        self.seconds = 2592000.0 if seconds is None else seconds
+        return self.horizon() | {"purged": 3 if purge else 0}
+
 
 def _runtime_call(runtime: _FakeConsumerProcess, method: str, path: str, body: object = None) -> tuple[str, Any]:
     raw = json.dumps(body).encode() if body is not None else b""
@@ -103,6 +122,30 @@ def test_a_rewind_takes_the_beginning_or_a_zoned_time() -> None:
     assert status.startswith("400") and "zone" in body["error"]
     status, body = _runtime_call(runtime, "POST", "/rewind", {"to": 5})
     assert status.startswith("400")
+
+
+def test_a_hold_names_a_topic_and_a_bounded_time() -> None:
+    runtime = _FakeConsumerProcess()
+    status, body = _runtime_call(runtime, "POST", "/hold", {"topic": "t", "seconds": 20})
+    assert status == "200 OK" and runtime.held == ("t", 20.0) and body["partitions"][0]["held"]
+    assert _runtime_call(runtime, "GET", "/hold")[1]["held"] == {"t": 3.0}
+    assert _runtime_call(runtime, "POST", "/hold", {"topic": "t", "seconds": 0})[0] == "200 OK"
+    for bad in ({"topic": "t", "seconds": 601}, {"topic": "t", "seconds": -1}, {"seconds": 5}):
+        status, body = _runtime_call(runtime, "POST", "/hold", bad)
+        assert status.startswith("400"), bad
+    status, body = _runtime_call(runtime, "POST", "/hold", {"topic": "other", "seconds": 5})
+    assert status.startswith("400") and "does not consume" in body["error"]
+
+
+def test_the_horizon_can_be_shortened_with_a_purge_and_restored() -> None:
+    runtime = _FakeConsumerProcess()
+    status, body = _runtime_call(runtime, "POST", "/horizon", {"seconds": 10, "purge": True})
+    assert status == "200 OK" and body["seconds"] == 10 and body["purged"] == 3
+    status, body = _runtime_call(runtime, "POST", "/horizon", {"seconds": None})
+    assert status == "200 OK" and body["seconds"] == body["configured_seconds"]
+    status, body = _runtime_call(runtime, "POST", "/horizon", {"seconds": 0.5})
+    assert status.startswith("400") and "at least 1" in body["error"]
+    assert _runtime_call(runtime, "GET", "/horizon")[1]["consumer"] == "ledger-v1"
 
 
 def test_processes_without_a_consumer_have_no_strategy_to_switch() -> None:
