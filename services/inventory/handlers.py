@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.outbox import add_to_outbox
 from services.idempotent_consumer.processor import Connection
-
-log = logging.getLogger(__name__)
 
 
 class OutOfStock(Exception):
@@ -28,21 +25,9 @@ def _emit(
 
 
 def reserve_stock(event: Envelope, transaction: Connection) -> None:
-    """OrderPlaced: reserve every line, or none of them and say why; once per order.
-
-    The decision has its own business key (`reservation_decision`): the marker stops a
-    redelivered message, the decision stops the same fact under another message id (or one whose
-    marker retention purged), so inventory never decides, or announces, an order twice."""
+    """OrderPlaced: reserve every line, or none of them and say why."""
     order_id = event.key
     lines = event.payload["lines"]
-    decided = transaction.execute(
-        "INSERT INTO reservation_decision (order_id, decision) VALUES (%s, 'reserved') "
-        "ON CONFLICT (order_id) DO NOTHING RETURNING order_id",
-        (order_id,),
-    ).fetchone()
-    if decided is None:
-        log.info("order already decided: a semantic duplicate of OrderPlaced", extra={"message_id": event.message_id})
-        return
     try:
         with transaction.transaction():  # a savepoint: a shortfall undoes only the reservations
             for line in lines:
@@ -66,7 +51,6 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
                 if taken is None:
                     raise OutOfStock(f"not enough {sku} for {quantity}")
     except OutOfStock as shortfall:
-        transaction.execute("UPDATE reservation_decision SET decision = 'failed' WHERE order_id = %s", (order_id,))
         _emit(
             transaction,
             contract.INVENTORY_RESERVATION_FAILED,

@@ -63,23 +63,6 @@ def test_a_semantic_duplicate_order_placed_reserves_once(make_processor: Process
     assert processor.process(_placed(order, lines)) is Outcome.APPLIED  # a new message id, the same fact
     assert _one(url, "SELECT available, reserved FROM stock WHERE sku = 'sku-espresso'") == (99_998, 2)
     assert _one(url, "SELECT count(*) FROM reservation WHERE order_id = %s", order) == (2,)
-    decisions = "SELECT count(*) FROM outbox WHERE aggregate_key = %s AND event_type LIKE 'InventoryReserv%%'"
-    assert _one(url, decisions, order) == (1,)  # decided, and announced, once
-
-
-def test_a_refused_order_stays_refused_when_the_same_fact_comes_again(
-    make_processor: ProcessorFactory, runtime_db: str
-) -> None:
-    url = service_schema(runtime_db, "inventory")
-    processor = make_processor("inventory-reservation-v1", INVENTORY, database_url=url)
-    order = f"order-{uuid.uuid4()}"
-    assert processor.process(_placed(order, [{"sku": "sku-limited", "quantity": 6}])) is Outcome.APPLIED
-    # The same fact under a new message id (a replay whose marker was purged): no second decision.
-    assert processor.process(_placed(order, [{"sku": "sku-limited", "quantity": 1}])) is Outcome.APPLIED
-    decisions = "SELECT event_type FROM outbox WHERE aggregate_key = %s AND event_type LIKE 'InventoryReserv%%'"
-    with psycopg.connect(url) as connection:
-        assert connection.execute(decisions, (order,)).fetchall() == [(contract.INVENTORY_RESERVATION_FAILED,)]
-    assert _one(url, "SELECT count(*) FROM reservation WHERE order_id = %s", order) == (0,)
 
 
 def test_a_shortfall_reserves_nothing_and_says_why(make_processor: ProcessorFactory, runtime_db: str) -> None:
