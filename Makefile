@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab \
         lock venv clean-state
 
 help: ## Show this help
@@ -102,7 +102,7 @@ browser: ## Debian's chromium and chromedriver, for the panel's browser tests (i
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy services infra outbox_relay dashboards tests benchmarks soak
+	$(VENV)/bin/mypy services infra outbox_relay dashboards tests benchmarks soak labs
 
 lock: $(UV) ## Re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock
@@ -127,6 +127,11 @@ load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300
 
 dashboards: venv ## Write the Grafana dashboards' JSON (dashboards/generated/) from dashboards/build.py
 	@$(PY) -m dashboards
+
+NAME ?=
+lab: venv ## Run a workshop lab unattended and check it (make lab NAME=crash-after-commit, NAME=all; no NAME lists them)
+	@if [ -z "$(NAME)" ]; then $(PY) -m labs; else \
+	  $(PY) -m labs --known $(NAME) && $(MAKE) --no-print-directory up && $(PY) -m labs $(NAME); fi
 
 audit: venv ## Prove from the databases that nothing was lost or doubled (exit 1 on any anomaly); list dead letters
 	@$(PY) -m services.chaos_panel.auditor

@@ -11,7 +11,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -68,7 +68,7 @@ def audit(
     charges = _charges(query, verdict)
     emails = _emails(query, verdict)
     _orders(query, verdict, charges, emails, stuck_after)
-    _markers_and_effects(query, verdict)
+    _markers_and_effects(query, verdict, stuck_after)
     _outboxes_published(query, verdict, unpublished_after)
     return verdict
 
@@ -170,11 +170,12 @@ def _events(query: Query, service: str, event_type: str) -> dict[str, tuple[str,
     return {row[0]: (row[1], row[2]) for row in rows}
 
 
-def _markers_and_effects(query: Query, verdict: Verdict) -> None:
+def _markers_and_effects(query: Query, verdict: Verdict, lost_after: timedelta) -> None:
     """A marker without its business effect lost the change; an effect without its marker will
     be applied again on the next redelivery, unless retention purged that marker on purpose
     (its event is older than what `marker_retention` says was purged: a late replay of it is
-    refused by the runtime, not applied)."""
+    refused by the runtime, not applied). An event older than `lost_after` with no effect at all
+    was lost on its way (acknowledged and never applied, or suppressed by another consumer)."""
     placed = _events(query, "orders", contract.ORDER_PLACED)
     reserved = _events(query, "inventory", contract.INVENTORY_RESERVED)
     authorized = _events(query, "payment", contract.PAYMENT_AUTHORIZED)
@@ -229,6 +230,11 @@ def _markers_and_effects(query: Query, verdict: Verdict) -> None:
             verdict.flag(invariant, order_id, "marker committed, business effect missing")
         for order_id in sorted((effects & retained) - orders_marked):
             verdict.flag(invariant, order_id, "business effect committed, marker missing")
+        reached = f"{consumer}: every event reaches its effect"
+        verdict.checks[reached] = len(events)
+        cutoff = datetime.now(UTC) - lost_after
+        for order_id in sorted({o for o, written in events.values() if written < cutoff} - effects):
+            verdict.flag(reached, order_id, f"its event is older than {lost_after} and {consumer} has no effect of it")
 
 
 def _outboxes_published(query: Query, verdict: Verdict, after: timedelta) -> None:

@@ -27,8 +27,9 @@ class Panel:
     query: Query
     readers: list[TelemetryReader] = field(default_factory=list)
 
-    def verdict(self) -> Verdict:
-        return audit(self.query, stuck_after=timedelta(seconds=self.settings.AUDIT_STUCK_AFTER_SECONDS))
+    def verdict(self, stuck_after: float | None = None) -> Verdict:
+        seconds = self.settings.AUDIT_STUCK_AFTER_SECONDS if stuck_after is None else stuck_after
+        return audit(self.query, stuck_after=timedelta(seconds=seconds))
 
     def teaching(self, states: list[ProcessState]) -> list[ProcessState]:
         """Consumers running a deliberately unsafe strategy."""

@@ -278,6 +278,49 @@ def router(panel: Panel) -> APIRouter:
             },
         }
 
+    @api.get("/orders")
+    def orders(limit: int = 100) -> dict[str, Any]:
+        """The most recent orders with their saga status, age and time since they last moved, newest first."""
+        if not 1 <= limit <= 1000:
+            raise HTTPException(400, "limit must be between 1 and 1000")
+        now = time.time()
+        return {
+            "orders": [
+                {
+                    "order_id": o.order_id,
+                    "status": o.status,
+                    "age_seconds": round(now - o.created_at.timestamp(), 1),
+                    "idle_seconds": round(now - o.updated_at.timestamp(), 1),
+                }
+                for o in records.recent_orders(panel.query, limit)
+            ]
+        }
+
+    @api.get("/orders/{order_id}")
+    def order(order_id: str) -> dict[str, Any]:
+        """An order's saga status and the events written for it (ids and types, never payloads)."""
+        try:
+            row = records.order(panel.query, order_id)
+            events = records.events_of_order(panel.query, order_id)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from error
+        if row is None:
+            raise HTTPException(404, f"no order {order_id}")
+        return {
+            "order_id": row.order_id,
+            "status": row.status,
+            "events": [
+                {
+                    "message_id": e.message_id,
+                    "event_type": e.event_type,
+                    "service": e.database,
+                    "topic": e.topic,
+                    "published": e.published_at is not None,
+                }
+                for e in events
+            ],
+        }
+
     @api.get("/orders/{order_id}/timeline")
     def timeline(order_id: str) -> dict[str, Any]:
         from services.chaos_panel.pages import timeline_of
@@ -289,8 +332,11 @@ def router(panel: Panel) -> APIRouter:
         return {"order_id": order_id, "entries": [vars(e) | {"clock": e.clock} for e in entries]}
 
     @api.get("/audit")
-    def audit() -> dict[str, Any]:
-        verdict = panel.verdict()
+    def audit(stuck_after: float | None = None) -> dict[str, Any]:
+        """The verdict; `stuck_after` (seconds) overrides how long a saga or an event may take."""
+        if stuck_after is not None and not 1 <= stuck_after <= 86_400:
+            raise HTTPException(400, "stuck_after must be between 1 and 86400 seconds")
+        verdict = panel.verdict(stuck_after)
         return {
             "green": verdict.green,
             "anomalies": [vars(a) for a in verdict.anomalies],

@@ -236,6 +236,54 @@ def test_reset_disarms_everything_and_restores_every_strategy(system: PanelSyste
     assert httpx.get(f"http://127.0.0.1:{system.settings.MAIL_PORT}/admin/faults").json()["failure_rate"] == 0
 
 
+def test_reset_releases_every_held_topic_and_restores_every_horizon(system: PanelSystem) -> None:
+    held = system.act("hold", process="orders-saga", topic="orders.events", seconds=300)
+    assert held["partitions"] and all(p["held"] for p in held["partitions"])
+    shortened = system.act("horizon", process="inventory", seconds=3600)
+    assert shortened["seconds"] == 3600 and shortened["configured_seconds"] > 3600
+    assert "orders.events" in system.state("orders-saga")["held"]
+    assert system.state("inventory")["horizon_seconds"] == 3600
+    chaos = system.panel.get("/chaos").text
+    assert "orders-saga holds orders.events" in chaos and "inventory: 3600 s" in chaos
+    assert system.act("reset")["problems"] == []
+    assert system.state("orders-saga")["held"] == {}
+    inventory = system.state("inventory")
+    assert inventory["horizon_seconds"] == inventory["configured_horizon_seconds"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "says"),
+    [
+        ("hold", {"process": "orders-saga", "topic": "mail.events", "seconds": 5}, 502, "does not consume"),
+        ("hold", {"process": "orders-saga", "topic": "orders.events", "seconds": 601}, 400, "between 0 and 600"),
+        ("hold", {"process": "orders-saga", "seconds": 5}, 400, "topic is required"),
+        ("horizon", {"process": "inventory", "seconds": 0}, 400, "between 1 and"),
+        ("horizon", {"process": "outbox-relay", "seconds": 60}, 502, "404"),
+        ("redrive", {"location": "garbage"}, 502, "is not a dead letter's place"),
+        ("redrive", {"location": "orders.events/0@1"}, 502, "is not a dead-letter topic"),
+        ("redrive", {"location": "dlq.inventory-reservation-v1/0@999999"}, 502, "no dead letter could be read"),
+    ],
+)
+def test_hold_horizon_and_redrive_refuse_bad_requests_with_the_reason(
+    system: PanelSystem, path: str, body: dict[str, object], status: int, says: str
+) -> None:
+    answer = system.panel.post(f"/api/{path}", json=body)
+    assert answer.status_code == status and says in answer.json()["message"], answer.text
+
+
+def test_orders_and_audit_queries_check_their_parameters(clean: PanelSystem) -> None:
+    order_id = clean.act("orders", kind="ok")["order_id"]
+    clean.wait_final(order_id)
+    listed = clean.panel.get("/api/orders", params={"limit": 5}).json()["orders"]
+    assert listed[0]["order_id"] == order_id and listed[0]["idle_seconds"] >= 0
+    order = clean.panel.get(f"/api/orders/{order_id}").json()
+    assert order["status"] == "CONFIRMED" and order["events"][0]["event_type"] == "OrderPlaced"
+    assert "customer_email" not in str(order) and "payload" not in str(order)
+    assert clean.panel.get("/api/orders", params={"limit": 0}).status_code == 400
+    assert clean.panel.get("/api/orders/no-such-order").status_code == 404
+    assert clean.panel.get("/api/audit", params={"stuck_after": 0}).status_code == 400
+
+
 def test_pages_show_no_secret_and_no_payload(clean: PanelSystem) -> None:
     order_id = clean.act("orders", kind="ok")["order_id"]
     clean.wait_final(order_id)

@@ -7,47 +7,13 @@ Screenshots land in artifacts/screenshots/; the README shows copies of them from
 from __future__ import annotations
 
 import re
-import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from services.settings import PROJECT_ROOT
-from tests.e2e.panel.conftest import PanelSystem
-
-SCREENSHOTS = PROJECT_ROOT / "artifacts" / "screenshots"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail("Debian's chromium and chromium-driver are needed: `make browser` installs them")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--window-size=1300,1600",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem
 
 
 def _wait(driver: WebDriver, what: str, condition: Callable[[WebDriver], bool], timeout: float = 60) -> None:

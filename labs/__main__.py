@@ -1,0 +1,49 @@
+"""`python -m labs NAME [NAME …]`, `all`, or nothing for the list: runs labs against the panel."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from labs.catalog import BY_NAME, LABS
+from labs.client import PanelClient
+from labs.lab import run
+from services.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make lab NAME=…", description="Run workshop labs unattended and check them.")
+    parser.add_argument("names", nargs="*", help="lab names, or `all`; none lists them")
+    parser.add_argument("--panel", help="the chaos panel's URL (default: this machine's, from the settings)")
+    parser.add_argument("--token", help="CHAOS_PANEL_TOKEN, when the panel is bound beyond loopback")
+    parser.add_argument("--known", action="store_true", help="only check that the names are labs")
+    args = parser.parse_args(argv)
+    if not args.names:
+        print("Labs (make lab NAME=<name>, or NAME=all):")
+        for lab in LABS:
+            print(f"  {lab.name:<24} {lab.title}  ({lab.doc})")
+        return 0
+    names = [lab.name for lab in LABS] if args.names == ["all"] else args.names
+    unknown = [name for name in names if name not in BY_NAME]
+    if unknown:
+        print(f"unknown lab(s): {', '.join(unknown)}; known: {', '.join(BY_NAME)}", file=sys.stderr)
+        return 2
+    if args.known:
+        return 0
+    settings = Settings()
+    url = args.panel or f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}"
+    panel = PanelClient(url, args.token or settings.CHAOS_PANEL_TOKEN)
+    try:
+        results = [run(BY_NAME[name], panel) for name in names]
+    finally:
+        panel.close()
+    failed = [r.lab.name for r in results if not r.passed]
+    print(
+        f"{len(results) - len(failed)} of {len(results)} lab(s) passed"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""Lab 10: the payment provider charges, then the answer never arrives."""
+
+from __future__ import annotations
+
+from labs.lab import Session, described
+
+
+def run(lab: Session) -> None:
+    panel = lab.panel
+    lab.step("payment provider: time out after the next charge (the charge is made, the answer lost)")
+    panel.act("sandbox-faults", sandbox="payment-provider", timeout_after_charge=1, timeout_seconds=4)
+    lab.order_id = order = panel.place_order()
+    lab.look = f"/orders/{order}"
+    lab.step(f"placed order {order}; the executor's call times out and is retried with the same Idempotency-Key")
+    status = panel.wait_status(order, timeout=90)
+    lab.check("the order was confirmed", status == "CONFIRMED", status)
+    anomalies = panel.anomalies(order)
+    lab.check(
+        "the provider's ledger holds one charge for it (the retry was replayed, not charged again)",
+        not [a for a in anomalies if "charge" in a["invariant"]],
+        described(anomalies),
+    )
+    lab.check("the auditor finds nothing wrong with the order", not anomalies, described(anomalies))
