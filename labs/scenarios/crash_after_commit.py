@@ -17,9 +17,17 @@ def run(lab: Session) -> None:
     entries = panel.timeline(order)
     crashed = count(entries, fault("inventory", "after_commit_before_ack"))
     started = count(entries, lambda e: e["kind"] == "started" and e["actor"] == "inventory")
-    lab.check("the timeline shows the crash and the restart", crashed == 1 and started >= 1, f"{crashed}, {started}")
+    lab.check(
+        "the timeline shows the crash and the restart",
+        crashed == 1 and started >= 1,
+        f"{crashed} crash, {started} restart",
+    )
     duplicates = count(entries, delivered(INVENTORY, "OrderPlaced", "duplicate"))
-    lab.check("Kafka redelivered OrderPlaced and the marker made it a duplicate", duplicates >= 1, f"{duplicates}")
+    lab.check(
+        "Kafka redelivered OrderPlaced and the marker made it a duplicate",
+        duplicates >= 1,
+        f"{duplicates} duplicate(s)",
+    )
     applied = count(entries, delivered(INVENTORY, "OrderPlaced", "applied"))
     lab.check("inventory applied it exactly once", applied == 1, f"{applied} applied")
     status = panel.wait_status(order)
