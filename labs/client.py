@@ -74,6 +74,10 @@ class PanelClient:
     def anomalies(self, order_id: str, stuck_after: float | None = None) -> list[dict[str, str]]:
         return [a for a in self.audit(stuck_after)["anomalies"] if a["subject"] == order_id]
 
+    def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
+        faults: dict[str, Any] = self._get(f"/api/sandbox-faults/{sandbox}")
+        return faults
+
     def dead_letters(self) -> list[dict[str, str]]:
         letters: list[dict[str, str]] = self.audit()["dead_letters"]
         return letters

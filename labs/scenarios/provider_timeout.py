@@ -13,6 +13,8 @@ def run(lab: Session) -> None:
     lab.look = f"/orders/{order}"
     lab.step(f"placed order {order}; the executor's call times out and is retried with the same Idempotency-Key")
     status = panel.wait_status(order, timeout=90)
+    left = panel.sandbox_faults("payment-provider")["timeout_after_charge"]
+    lab.check("the provider charged and let the answer time out", left == 0, f"{left} timeout(s) left to fire")
     lab.check("the order was confirmed", status == "CONFIRMED", status)
     anomalies = panel.anomalies(order)
     lab.check(

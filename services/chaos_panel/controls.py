@@ -278,6 +278,16 @@ def router(panel: Panel) -> APIRouter:
             },
         }
 
+    @api.get("/sandbox-faults/{sandbox}")
+    def sandbox_faults_now(sandbox: str) -> dict[str, Any]:
+        """A sandbox's faults as they stand (a fired `timeout_after_charge` has counted down)."""
+        if sandbox not in control.sandboxes:
+            raise HTTPException(404, f"no sandbox called {sandbox!r}; known: {', '.join(control.sandboxes)}")
+        try:
+            return control.sandbox_faults(sandbox)
+        except ControlError as error:
+            raise HTTPException(502, str(error)) from error
+
     @api.get("/orders")
     def orders(limit: int = 100) -> dict[str, Any]:
         """The most recent orders with their saga status, age and time since they last moved, newest first."""

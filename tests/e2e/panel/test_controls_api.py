@@ -186,6 +186,7 @@ def test_provider_timeout_after_charging_still_charges_once(clean: PanelSystem) 
     assert answer["faults"]["timeout_after_charge"] == 1
     order_id = clean.act("orders", kind="ok")["order_id"]
     assert clean.wait_final(order_id, timeout=90) == "CONFIRMED"
+    assert clean.panel.get("/api/sandbox-faults/payment-provider").json()["timeout_after_charge"] == 0  # it fired
     assert clean.audit()["green"]  # one charge, though the first answer never arrived
     clean.act("sandbox-faults", sandbox="payment-provider", error_rate=0.5, latency_ms=10, decline_rate=0.1)
     assert (
@@ -281,6 +282,7 @@ def test_orders_and_audit_queries_check_their_parameters(clean: PanelSystem) -> 
     assert "customer_email" not in str(order) and "payload" not in str(order)
     assert clean.panel.get("/api/orders", params={"limit": 0}).status_code == 400
     assert clean.panel.get("/api/orders/no-such-order").status_code == 404
+    assert clean.panel.get("/api/sandbox-faults/bank").status_code == 404
     assert clean.panel.get("/api/audit", params={"stuck_after": 0}).status_code == 400
 
 
