@@ -21,14 +21,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from services.idempotent_consumer import logs
 from services.idempotent_consumer.control import serve_control
 from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, report_faults
+from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from services.idempotent_consumer.telemetry import connect as connect_telemetry
 
 log = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
-TakeOne = Callable[[Connection, FaultPoints], bool]
-"""Handle one pending row in its own transaction; False when there was none due."""
+TakeOne = Callable[[Connection, FaultPoints, Telemetry], bool]
+"""Handle one pending row in its own transaction (telling each remote call); False when there was
+none due."""
 
 
 class WorkerSettings(BaseSettings):
@@ -77,7 +78,7 @@ def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ..
                 listen.execute(f"LISTEN {channel}")
                 failures = 0
                 while not stopping.is_set():
-                    while take_one(work, faults) and not stopping.is_set():
+                    while take_one(work, faults, telemetry) and not stopping.is_set():
                         pass
                     for _ in listen.notifies(timeout=settings.POLL_INTERVAL_SECONDS, stop_after=1):
                         pass

@@ -15,6 +15,16 @@ def run(lab: Session) -> None:
     status = panel.wait_status(order, timeout=90)
     left = panel.sandbox_faults("payment-provider")["timeout_after_charge"]
     lab.check("the provider charged and let the answer time out", left == 0, f"{left} timeout(s) left to fire")
+    calls = [e for e in panel.timeline(order) if e["kind"] == "remote_call" and "payment provider" in e["text"]]
+    results = [str(e["text"]).split(": ", 1)[-1] for e in calls]
+    lab.check(
+        "the executor's call timed out, and the retry with the same key got the stored answer replayed",
+        len(calls) >= 2
+        and "Timeout" in results[0]
+        and results[-1] == "HTTP 200, replayed"
+        and len({e["detail"] for e in calls}) == 1,
+        " → ".join(results),
+    )
     lab.check("the order was confirmed", status == "CONFIRMED", status)
     anomalies = panel.anomalies(order)
     lab.check(

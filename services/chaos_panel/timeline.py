@@ -25,7 +25,8 @@ class Entry:
     at: float
     actor: str
     kind: str
-    """written, published, applied, duplicate, retryable_failure, terminal_failure, ignored, fault, started"""
+    """written, published, applied, duplicate, retryable_failure, terminal_failure, ignored, fault,
+    started, remote_call"""
     text: str
     detail: str = ""
     message_id: str = ""
@@ -83,6 +84,17 @@ def build(
             }.get(str(action), str(action))
             entries.append(
                 Entry(at, str(record.get("process")), "fault", f"{words} at {record.get('point')}", "injected fault")
+            )
+        elif kind == "remote_call":
+            result = str(record.get("result"))
+            entries.append(
+                Entry(
+                    at,
+                    str(record.get("process")),
+                    "remote_call",
+                    f"{record.get('service')} call {record.get('call')}: {result}",
+                    f"Idempotency-Key {record.get('idempotency_key')}",
+                )
             )
     for event in events:
         entries.append(

@@ -11,13 +11,16 @@ from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outbox import add_to_outbox
+from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
 from services.pending_work import Connection, run_worker
 
 AFTER_SEND = "notification.after_send_before_record"
 POINTS = ("notification.before_send", AFTER_SEND)
 
 
-def take_one(connection: Connection, faults: FaultPoints, client: httpx.Client) -> bool:
+def take_one(
+    connection: Connection, faults: FaultPoints, client: httpx.Client, telemetry: Telemetry | None = None
+) -> bool:
     with connection.transaction():
         row = connection.execute(
             """SELECT order_id, kind, idempotency_key, recipient, subject, body FROM notification
@@ -37,8 +40,13 @@ def take_one(connection: Connection, faults: FaultPoints, client: httpx.Client) 
                 json={"recipient": recipient, "subject": subject, "body": body, "order_id": order_id},
             )
             problem = None if response.status_code == 202 else f"HTTP {response.status_code}"
+            result = f"HTTP {response.status_code}"
         except httpx.HTTPError as error:
             problem = f"{type(error).__name__}: {error}"
+            result = type(error).__name__
+        (telemetry or NoTelemetry()).emit(
+            "remote_call", key=order_id, service="mail", idempotency_key=key, call=1, result=result
+        )
         faults.hit(AFTER_SEND)
         if problem:
             connection.execute(
@@ -65,7 +73,7 @@ def main() -> None:
     client = httpx.Client(base_url=os.environ["MAIL_URL"])
     run_worker(
         "notification-dispatcher",
-        lambda connection, faults: take_one(connection, faults, client),
+        lambda connection, faults, telemetry: take_one(connection, faults, client, telemetry),
         "notification",
         POINTS,
     )

@@ -18,6 +18,7 @@ from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outbox import add_to_outbox
+from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
 from services.pending_work import Connection, run_worker
 
 AFTER_CALL = "payment.after_provider_call_before_record"
@@ -26,8 +27,12 @@ CALL_TIMEOUT_SECONDS = 3.0
 CALLS_PER_TAKE = 4
 
 
-def charge(client: httpx.Client, key: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | str:
-    """The provider's final answer (status, body), or why there was none after a few tries."""
+def charge(
+    client: httpx.Client, key: str, body: dict[str, Any], telemetry: Telemetry | None = None
+) -> tuple[int, dict[str, Any]] | str:
+    """The provider's final answer (status, body), or why there was none after a few tries. Each
+    call is told (order, key, what came back), so an order's timeline shows a lost answer retried."""
+    told = telemetry or NoTelemetry()
     problem = "not called"
     for call in range(CALLS_PER_TAKE):
         try:
@@ -36,7 +41,24 @@ def charge(client: httpx.Client, key: str, body: dict[str, Any]) -> tuple[int, d
             )
         except httpx.HTTPError as error:  # a timeout included: maybe charged, so ask again, same key
             problem = f"{type(error).__name__}: {error}"
+            told.emit(
+                "remote_call",
+                key=body["order_id"],
+                service="payment provider",
+                idempotency_key=key,
+                call=call + 1,
+                result=type(error).__name__,
+            )
         else:
+            replayed = response.headers.get("Idempotent-Replayed") == "true"
+            told.emit(
+                "remote_call",
+                key=body["order_id"],
+                service="payment provider",
+                idempotency_key=key,
+                call=call + 1,
+                result=f"HTTP {response.status_code}" + (", replayed" if replayed else ""),
+            )
             if response.status_code < 500 and response.status_code != 409:
                 return response.status_code, response.json()
             problem = f"HTTP {response.status_code}"
@@ -44,7 +66,9 @@ def charge(client: httpx.Client, key: str, body: dict[str, Any]) -> tuple[int, d
     return problem
 
 
-def take_one(connection: Connection, faults: FaultPoints, client: httpx.Client) -> bool:
+def take_one(
+    connection: Connection, faults: FaultPoints, client: httpx.Client, telemetry: Telemetry | None = None
+) -> bool:
     with connection.transaction():
         row = connection.execute(
             """SELECT order_id, attempt, idempotency_key, amount_cents, payment_method, customer_email
@@ -56,7 +80,9 @@ def take_one(connection: Connection, faults: FaultPoints, client: httpx.Client) 
         order_id, attempt, key, amount, method, email = row
         faults.context = {"keys": [order_id]}
         faults.hit("payment.before_provider_call")
-        answer = charge(client, key, {"order_id": order_id, "amount_cents": amount, "payment_method": method})
+        answer = charge(
+            client, key, {"order_id": order_id, "amount_cents": amount, "payment_method": method}, telemetry
+        )
         faults.hit(AFTER_CALL)
         if isinstance(answer, str):
             connection.execute(
@@ -106,7 +132,7 @@ def main() -> None:
     client = httpx.Client(base_url=os.environ["PAYMENT_PROVIDER_URL"])
     run_worker(
         "payment-executor",
-        lambda connection, faults: take_one(connection, faults, client),
+        lambda connection, faults, telemetry: take_one(connection, faults, client, telemetry),
         "payment_attempt",
         POINTS,
     )

@@ -155,3 +155,34 @@ def test_a_batch_told_as_one_record_reads_as_its_deliveries() -> None:
     (first,) = store.for_key("o-1")
     assert first["kind"] == "delivery" and first["at"] == 5.0 and first["outcome"] == "applied"
     assert store.for_key("o-2")[0]["outcome"] == "duplicate"
+
+
+def test_a_lost_answer_and_its_retry_with_the_same_key_read_as_two_calls() -> None:
+    records = [
+        {
+            "kind": "remote_call",
+            "at": T0 + 3.1,
+            "process": "payment-executor",
+            "key": "order-1",
+            "service": "payment provider",
+            "idempotency_key": "pay-order-1-attempt-1",
+            "call": 1,
+            "result": "ReadTimeout",
+        },
+        {
+            "kind": "remote_call",
+            "at": T0 + 3.3,
+            "process": "payment-executor",
+            "key": "order-1",
+            "service": "payment provider",
+            "idempotency_key": "pay-order-1-attempt-1",
+            "call": 2,
+            "result": "HTTP 200, replayed",
+        },
+    ]
+    calls = [e for e in build([_placed()], records, []) if e.kind == "remote_call"]
+    assert [(e.actor, e.text) for e in calls] == [
+        ("payment-executor", "payment provider call 1: ReadTimeout"),
+        ("payment-executor", "payment provider call 2: HTTP 200, replayed"),
+    ]
+    assert {e.detail for e in calls} == {"Idempotency-Key pay-order-1-attempt-1"}
