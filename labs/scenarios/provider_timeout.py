@@ -15,6 +15,8 @@ def run(lab: Session) -> None:
     status = panel.wait_status(order, timeout=90)
     left = panel.sandbox_faults("payment-provider")["timeout_after_charge"]
     lab.check("the provider charged and let the answer time out", left == 0, f"{left} timeout(s) left to fire")
+    # The timeline is told through Kafka, a moment behind the database: wait for the last call.
+    panel.wait_entry(order, "the replayed answer", lambda e: e["kind"] == "remote_call" and "replayed" in e["text"])
     calls = [e for e in panel.timeline(order) if e["kind"] == "remote_call" and "payment provider" in e["text"]]
     results = [str(e["text"]).split(": ", 1)[-1] for e in calls]
     lab.check(
