@@ -89,6 +89,18 @@ class PanelSystem:
         wait_for(quiet, timeout, "every order in flight to finish", interval=0.2)
 
 
+def texts_of(driver: WebDriver, selector: str) -> list[str]:
+    """The rendered text of every element matching `selector`, read in one script turn.
+
+    The panel's fragments are swapped by htmx every few seconds; reading element by element from
+    the test can meet an element replaced between finding and reading it (a stale reference).
+    One script reads them all between two swaps.
+    """
+    script = "return Array.from(document.querySelectorAll(arguments[0]), e => e.innerText);"
+    found: list[str] = driver.execute_script(script, selector)
+    return found
+
+
 @pytest.fixture(scope="package")
 def browser() -> Iterator[WebDriver]:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):

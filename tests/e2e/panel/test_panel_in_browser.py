@@ -13,7 +13,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem
+from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem, texts_of
 
 
 def _wait(driver: WebDriver, what: str, condition: Callable[[WebDriver], bool], timeout: float = 60) -> None:
@@ -21,7 +21,7 @@ def _wait(driver: WebDriver, what: str, condition: Callable[[WebDriver], bool], 
 
 
 def _text_of(driver: WebDriver, selector: str) -> str:
-    return " ".join(element.text for element in driver.find_elements(By.CSS_SELECTOR, selector))
+    return " ".join(texts_of(driver, selector))
 
 
 def _notice(driver: WebDriver, contains: str) -> str:
@@ -67,7 +67,7 @@ def test_a_crash_after_commit_before_ack_is_redelivered_and_counted_as_a_duplica
         return crash and restart and duplicate and _text_of(driver, "#order-status") == "CONFIRMED"
 
     _wait(browser, "the crash, the restart and the duplicate on the timeline", story_told)
-    entries = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "li.entry")]
+    entries = texts_of(browser, "li.entry")
     crash_at = next(i for i, e in enumerate(entries) if "crashed at after_commit_before_ack" in e)
     restart_at = next(i for i, e in enumerate(entries) if "inventory process started again" in e)
     duplicate_at = next(i for i, e in enumerate(entries) if "inventory-reservation-v1 OrderPlaced: duplicate" in e)
@@ -104,8 +104,7 @@ def test_check_then_act_under_a_duplicate_storm_turns_the_audit_red(clean: Panel
 
     def doubled(driver: WebDriver) -> bool:
         return "Red:" in _text_of(driver, "#audit-verdict") and any(
-            order_id in row.text and "inventory decides once per order" in row.text
-            for row in driver.find_elements(By.CSS_SELECTOR, "tr.anomaly")
+            order_id in row and "inventory decides once per order" in row for row in texts_of(driver, "tr.anomaly")
         )
 
     _wait(browser, f"the auditor to name {order_id} as doubled", doubled)

@@ -8,14 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from labs.catalog import LABS
 from labs.client import PanelClient
 from labs.lab import Lab, run
-from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem
+from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem, texts_of
 
 READY = {
     "/orders/": "li.entry",  # an order's timeline has been drawn
@@ -45,11 +44,11 @@ def test_lab(system: PanelSystem, panel: PanelClient, browser: WebDriver, lab: L
     browser.get(f"{system.url}{result.look}")
     selector = _ready_selector(result.look)
     WebDriverWait(browser, 30, poll_frequency=0.2).until(
-        lambda d: d.find_elements(By.CSS_SELECTOR, selector), message=f"{result.look} to show {selector}"
+        lambda d: texts_of(d, selector), message=f"{result.look} to show {selector}"
     )
     if result.look == "/":
         WebDriverWait(browser, 30, poll_frequency=0.2).until(
-            lambda d: any(result.order_id in row.text for row in d.find_elements(By.CSS_SELECTOR, "tr.anomaly")),
+            lambda d: any(result.order_id in row for row in texts_of(d, "tr.anomaly")),
             message=f"the verdict to name {result.order_id}",
         )
     folder = SCREENSHOTS / "labs"
