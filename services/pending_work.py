@@ -5,6 +5,12 @@ A remote call cannot share a transaction with the database. So the work is a row
 the consumer (with its marker), the call carries an idempotency key derived from that row, and
 the result is recorded, with its event, in the transaction that holds the row's lock. A crash
 anywhere leaves the row pending, and the next take makes the same call with the same key.
+
+Every take ends in one of three ways (services/remote_call.py tells them apart): done; retried
+later with backoff (a transient failure younger than the policy's maximum age); or parked as
+failed with its reason and a failure event (a refusal, or transient failures past that age). No
+row waits for ever. Parked work is listed, and re-driven where the service allows it, through the
+process's control endpoint (`GET /parked`, `POST /redrive`).
 """
 
 from __future__ import annotations
@@ -13,9 +19,10 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.idempotent_consumer import logs
@@ -23,13 +30,48 @@ from services.idempotent_consumer.control import serve_control
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from services.idempotent_consumer.telemetry import connect as connect_telemetry
+from services.remote_call import RetryPolicy
 
 log = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
-TakeOne = Callable[[Connection, FaultPoints, Telemetry], bool]
+TakeOne = Callable[[Connection, FaultPoints, Telemetry, RetryPolicy], bool]
 """Handle one pending row in its own transaction (telling each remote call); False when there was
 none due."""
+
+
+class RedriveRefused(ValueError):
+    """The parked work cannot be re-driven, and the message says why."""
+
+
+class ParkedWork:
+    """What an executor lets an operator see and do about its parked rows."""
+
+    service: ClassVar[str]
+
+    def list(self, connection: Connection) -> list[dict[str, Any]]:
+        """The parked rows, newest first: order_id, work, idempotency_key, reason, parked_at,
+        redrivable, why_not."""
+        raise NotImplementedError
+
+    def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
+        """Put the order's parked rows back to pending under their own keys, or raise RedriveRefused."""
+        raise NotImplementedError
+
+
+class ParkedControl:
+    """The control endpoint's view of parked work: each request on a connection of its own."""
+
+    def __init__(self, database_url: str, parked: ParkedWork) -> None:
+        self.database_url, self.parked = database_url, parked
+
+    def list(self) -> dict[str, Any]:
+        with psycopg.connect(self.database_url, autocommit=True, connect_timeout=5) as connection:
+            return {"service": self.parked.service, "parked": self.parked.list(connection)}
+
+    def redrive(self, order_id: str) -> dict[str, Any]:
+        with psycopg.connect(self.database_url, autocommit=True, connect_timeout=5) as connection:
+            return {"service": self.parked.service, **self.parked.redrive(connection, order_id)}
 
 
 class WorkerSettings(BaseSettings):
@@ -45,11 +87,23 @@ class WorkerSettings(BaseSettings):
     """Where this executor's faults and starts are told (empty, or no Kafka: nowhere)."""
     LOG_LEVEL: str = "INFO"
     POLL_INTERVAL_SECONDS: float = 0.5
+    PENDING_WORK_MAX_AGE_SECONDS: float = Field(default=300.0, gt=0)
+    """How long transient failures are retried (from the first try, or the last re-drive) before
+    the work is parked."""
+    PENDING_WORK_MAX_DELAY_SECONDS: float = Field(default=30.0, gt=0)
+    """The longest wait between two tries."""
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_delay_seconds=self.PENDING_WORK_MAX_DELAY_SECONDS, max_age_seconds=self.PENDING_WORK_MAX_AGE_SECONDS
+        )
 
 
-def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ...]) -> None:
+def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ...], parked: ParkedWork) -> None:
     """Run an executor process until SIGTERM."""
     settings = WorkerSettings()  # type: ignore[call-arg]
+    policy = settings.retry_policy
     logs.configure(getattr(logging, settings.LOG_LEVEL.upper(), logging.INFO))
     telemetry = connect_telemetry(
         settings.KAFKA_BOOTSTRAP_SERVERS,
@@ -62,7 +116,13 @@ def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ..
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
     if settings.CONTROL_PORT:
-        serve_control(faults, settings.CONTROL_HOST, settings.CONTROL_PORT, points=points)
+        serve_control(
+            faults,
+            settings.CONTROL_HOST,
+            settings.CONTROL_PORT,
+            points=points,
+            parked=ParkedControl(settings.DATABASE_URL, parked),
+        )
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
@@ -78,7 +138,7 @@ def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ..
                 listen.execute(f"LISTEN {channel}")
                 failures = 0
                 while not stopping.is_set():
-                    while take_one(work, faults, telemetry) and not stopping.is_set():
+                    while take_one(work, faults, telemetry, policy) and not stopping.is_set():
                         pass
                     for _ in listen.notifies(timeout=settings.POLL_INTERVAL_SECONDS, stop_after=1):
                         pass

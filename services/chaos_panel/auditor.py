@@ -3,6 +3,12 @@ nothing doubled. `make audit` prints the verdict and exits 1 on any anomaly; the
 
 It reads through the read-only `auditor` role. Each check names the invariant it holds, and each
 anomaly the order (or SKU) and the evidence.
+
+Parked work is told apart from a stuck saga: a payment or an email parked with its reason has
+ended its saga (cancelled, or confirmed with its notification failed) and waits for an operator,
+so it is listed, not flagged. A saga that is not final after `stuck_after` is stuck, unless its
+executor is still retrying a transient failure (it tried within that time and will park it at
+the retry policy's maximum age): that one is listed as retrying.
 """
 
 from __future__ import annotations
@@ -32,11 +38,22 @@ class Anomaly:
     evidence: str
 
 
+@dataclass(frozen=True)
+class Parked:
+    service: str
+    order_id: str
+    reason: str
+
+
 @dataclass
 class Verdict:
     anomalies: list[Anomaly] = field(default_factory=list)
     checks: dict[str, int] = field(default_factory=dict)
     """Invariant -> how many things it looked at."""
+    parked: list[Parked] = field(default_factory=list)
+    """Work parked for an operator, with its reason: not an anomaly."""
+    retrying: list[Parked] = field(default_factory=list)
+    """Sagas waiting on an executor that is retrying a transient failure (the reason is its last error)."""
 
     @property
     def green(self) -> bool:
@@ -67,7 +84,8 @@ def audit(
     _events_emitted_once(query, verdict)
     charges = _charges(query, verdict)
     emails = _emails(query, verdict)
-    _orders(query, verdict, charges, emails, stuck_after)
+    work = _pending_work(query, verdict, stuck_after)
+    _orders(query, verdict, charges, emails, stuck_after, work)
     _markers_and_effects(query, verdict, stuck_after)
     _outboxes_published(query, verdict, unpublished_after)
     return verdict
@@ -133,10 +151,46 @@ def _emails(query: Query, verdict: Verdict) -> Counter[str]:
     return emails
 
 
+@dataclass(frozen=True)
+class PendingWork:
+    parked_emails: set[str]
+    retrying: dict[str, Parked]
+    """Order -> the executor's last error, for work retried within `stuck_after`."""
+
+
+def _pending_work(query: Query, verdict: Verdict, stuck_after: timedelta) -> PendingWork:
+    """Parked rows (listed with their reasons) and rows being retried, in payment and notification."""
+    seconds = int(stuck_after.total_seconds())
+    retrying: dict[str, Parked] = {}
+    parked_emails: set[str] = set()
+    for service, table in (("payment", "payment_attempt"), ("notification", "notification")):
+        rows = query(
+            service,
+            f"""SELECT order_id, status, coalesce(failure_reason, last_error, ''),
+                       status = 'pending' AND last_error IS NOT NULL
+                       AND next_attempt_at > now() - interval '{seconds} seconds'
+                  FROM {table} WHERE status = 'failed' OR (status = 'pending' AND last_error IS NOT NULL)""",
+        )
+        for order_id, status, reason, retried in rows:
+            if status == "failed":
+                verdict.parked.append(Parked(service, order_id, reason))
+                if service == "notification":
+                    parked_emails.add(order_id)
+            elif retried:
+                retrying[order_id] = Parked(service, order_id, reason)
+    return PendingWork(parked_emails, retrying)
+
+
 def _orders(
-    query: Query, verdict: Verdict, charges: Counter[str], emails: Counter[str], stuck_after: timedelta
+    query: Query,
+    verdict: Verdict,
+    charges: Counter[str],
+    emails: Counter[str],
+    stuck_after: timedelta,
+    work: PendingWork,
 ) -> None:
-    """Every order ends, and its ending agrees with the ledgers."""
+    """Every order ends, and its ending agrees with the ledgers (an email parked for an operator
+    stands in for the email of a confirmed order)."""
     rows = query(
         "orders",
         f"""SELECT order_id, status, now() - created_at > interval '{int(stuck_after.total_seconds())}
@@ -147,8 +201,12 @@ def _orders(
     for order_id, status, old in rows:
         known.add(order_id)
         if status not in FINAL and old:
-            verdict.flag("no saga stuck", order_id, f"still {status} after {stuck_after}")
-        if status == "CONFIRMED" and (charges[order_id], emails[order_id]) != (1, 1):
+            if order_id in work.retrying:
+                verdict.retrying.append(work.retrying[order_id])
+            else:
+                verdict.flag("no saga stuck", order_id, f"still {status} after {stuck_after}")
+        mailed = emails[order_id] + (1 if order_id in work.parked_emails and not emails[order_id] else 0)
+        if status == "CONFIRMED" and (charges[order_id], mailed) != (1, 1):
             verdict.flag(
                 "a confirmed order was charged and mailed once",
                 order_id,
@@ -266,6 +324,14 @@ def report(verdict: Verdict) -> Iterable[str]:
     for invariant, count in verdict.checks.items():
         if invariant not in failing:
             yield f"  ✓ {invariant} ({count} checked)"
+    if verdict.parked:
+        yield f"PARKED: {len(verdict.parked)} (each ended its saga and waits for an operator with its reason)"
+        for parked in verdict.parked[:20]:
+            yield f"  {parked.service}: {parked.order_id}: {parked.reason}"
+    if verdict.retrying:
+        yield f"RETRYING: {len(verdict.retrying)} (transient failures, parked if they outlast the retry policy)"
+        for retrying in verdict.retrying[:20]:
+            yield f"  {retrying.service}: {retrying.order_id}: {retrying.reason}"
 
 
 def dead_letter_report(letters: list[DeadLetter]) -> Iterable[str]:

@@ -18,7 +18,17 @@ COUNTED_OUTCOMES = ("applied", "duplicate", "retryable_failure", "terminal_failu
 
 
 class ControlError(Exception):
-    """A control action the process refused or could not be asked (the message says which)."""
+    """A control action the process refused or could not be asked (the message says which).
+    `status` is what the panel answers: the process's own 4xx when it refused, 503 when it did
+    not answer or could not do it."""
+
+    def __init__(self, message: str, status: int = 503) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+EXECUTORS = ("payment-executor", "notification-dispatcher")
+"""The processes that hold pending work, and so parked work (GET /parked, POST /redrive)."""
 
 
 @dataclass
@@ -89,21 +99,33 @@ class ControlPlane:
     def _url(self, process: str) -> str:
         url = self.control_urls.get(process)
         if url is None:
-            raise ControlError(f"no process called {process!r}; known: {', '.join(sorted(self.control_urls))}")
+            raise ControlError(
+                f"no process called {process[:80]!r}; known: {', '.join(sorted(self.control_urls))}", 400
+            )
+        return url
+
+    def _name_of(self, url: str) -> str:
+        for name, base in (*self.control_urls.items(), *self.http_services.items()):
+            if url.startswith(base):
+                return name
         return url
 
     def _call(self, method: str, url: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        service = self._name_of(url)
         try:
             response = self._client.request(method, url, timeout=timeout or self._client.timeout, **kwargs)
         except httpx.HTTPError as error:
-            raise ControlError(f"{url} did not answer ({type(error).__name__}): is the process running?") from error
+            raise ControlError(
+                f"{service} does not answer ({type(error).__name__} at {url}): is it running?", 503
+            ) from error
         try:
             body = response.json()
         except ValueError:
             body = {"error": response.text[:200]}
         if response.status_code >= 400:
-            detail = body.get("error") or body.get("detail") if isinstance(body, dict) else body
-            raise ControlError(f"{url}: HTTP {response.status_code}: {detail}")
+            detail = (body.get("error") or body.get("detail")) if isinstance(body, dict) else body
+            status = response.status_code if response.status_code < 500 else 503
+            raise ControlError(f"{service} answered HTTP {response.status_code}: {str(detail)[:300]}", status)
         return body
 
     # What runs ----------------------------------------------------------------------------------
@@ -205,8 +227,29 @@ class ControlPlane:
 
     def set_sandbox_faults(self, sandbox: str, faults: dict[str, Any]) -> dict[str, Any]:
         if sandbox not in self.sandboxes:
-            raise ControlError(f"no sandbox called {sandbox!r}; known: {', '.join(self.sandboxes)}")
+            raise ControlError(f"no sandbox called {sandbox[:80]!r}; known: {', '.join(self.sandboxes)}", 400)
         return dict(self._call("PUT", f"{self.sandboxes[sandbox]}/admin/faults", json=faults))
+
+    # Parked work ----------------------------------------------------------------------------------
+
+    def parked(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """Every executor's parked work (each row with its process), and the executors that did
+        not answer."""
+        rows: list[dict[str, Any]] = []
+        silent: list[str] = []
+        for process in (name for name in EXECUTORS if name in self.control_urls):
+            try:
+                listing = self._call("GET", f"{self.control_urls[process]}/parked", timeout=5)
+            except ControlError as error:
+                silent.append(str(error))
+                continue
+            rows.extend({**row, "process": process, "service": listing.get("service")} for row in listing["parked"])
+        return sorted(rows, key=lambda row: str(row.get("parked_at")), reverse=True), silent
+
+    def redrive_parked(self, process: str, order_id: str) -> dict[str, Any]:
+        if process not in EXECUTORS:
+            raise ControlError(f"{process[:80]!r} holds no parked work; the executors are {', '.join(EXECUTORS)}", 400)
+        return dict(self._call("POST", f"{self._url(process)}/redrive", json={"order_id": order_id}, timeout=10))
 
     # Everything -----------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from html import escape
 from typing import Any
 
+import psycopg
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
@@ -31,7 +32,9 @@ def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
     value = body.get(name, default)
     if value is None or (isinstance(value, str) and not value.strip()):
         raise BadInput(f"{name} is required")
-    text = str(value).strip()
+    if not isinstance(value, str):
+        raise BadInput(f"{name} must be text, not {type(value).__name__}")
+    text = value.strip()
     if len(text) > 255 or not text.isprintable():
         raise BadInput(f"{name} must be at most 255 printable characters")
     return text
@@ -39,6 +42,8 @@ def _text(body: dict[str, Any], name: str, default: str | None = None) -> str:
 
 def _number(body: dict[str, Any], name: str, default: float, low: float, high: float) -> float:
     raw = body.get(name, default)
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float | None):
+        raise BadInput(f"{name} must be a number")
     try:
         value = float(default if raw in (None, "") else raw)
     except (TypeError, ValueError):
@@ -95,7 +100,11 @@ def router(panel: Panel) -> APIRouter:
                 except (BadInput, ValueError) as error:
                     return _answer(request, False, str(error), {}, 400)
                 except (ControlError, InjectionError) as error:
-                    return _answer(request, False, str(error), {}, 502)
+                    # 503 names the service that did not answer; a 4xx is the process's refusal.
+                    return _answer(request, False, str(error), {}, error.status)
+                except psycopg.OperationalError as error:
+                    message = f"the auditor's database does not answer ({type(error).__name__}): is PostgreSQL running?"
+                    return _answer(request, False, message, {}, 503)
                 return _answer(request, True, message, data)
 
             api.add_api_route(path, endpoint, methods=["POST"], name=path.strip("/").replace("/", "_"))
@@ -246,6 +255,14 @@ def router(panel: Panel) -> APIRouter:
         purged = f"; {answer.get('purged', 0)} marker(s) older than it purged" if purge else ""
         return f"{process}: dedup horizon {what}{purged}", answer
 
+    @action("/parked/redrive")
+    def redrive_parked(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Parked work back to pending, under its own idempotency key (where its service allows)."""
+        process, order_id = _text(body, "process"), _text(body, "order_id")
+        answer = control.redrive_parked(process, order_id)
+        works = ", ".join(str(r.get("work")) for r in answer.get("redriven", [])) or "its work"
+        return f"re-drove {works} of order {order_id}: pending again, same idempotency key", answer
+
     @action("/reset")
     def reset(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         panel.loads.stop()
@@ -278,6 +295,12 @@ def router(panel: Panel) -> APIRouter:
             },
         }
 
+    @api.get("/parked")
+    def parked() -> dict[str, Any]:
+        """Work the executors parked for an operator, with each reason; the executors that did not answer."""
+        rows, silent = control.parked()
+        return {"parked": rows, "unreachable": silent}
+
     @api.get("/sandbox-faults/{sandbox}")
     def sandbox_faults_now(sandbox: str) -> dict[str, Any]:
         """A sandbox's faults as they stand (a fired `timeout_after_charge` has counted down)."""
@@ -286,7 +309,7 @@ def router(panel: Panel) -> APIRouter:
         try:
             return control.sandbox_faults(sandbox)
         except ControlError as error:
-            raise HTTPException(502, str(error)) from error
+            raise HTTPException(error.status, str(error)) from error
 
     @api.get("/orders")
     def orders(limit: int = 100) -> dict[str, Any]:
@@ -350,6 +373,8 @@ def router(panel: Panel) -> APIRouter:
         return {
             "green": verdict.green,
             "anomalies": [vars(a) for a in verdict.anomalies],
+            "parked": [vars(p) for p in verdict.parked],
+            "retrying": [vars(r) for r in verdict.retrying],
             "checks": verdict.checks,
             "dead_letters": [vars(d) for d in list(panel.store.dead_letters)[-200:]],
         }

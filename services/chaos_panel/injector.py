@@ -40,7 +40,11 @@ Record = tuple[bytes, bytes, int | None, Headers]
 
 
 class InjectionError(Exception):
-    pass
+    """An injection refused (400: the request is wrong) or not done (503: Kafka did not confirm)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -51,8 +55,10 @@ class Sent:
 
 
 class Injector:
-    def __init__(self, bootstrap_servers: str) -> None:
+    def __init__(self, bootstrap_servers: str, confirm_seconds: float = 15.0) -> None:
         self._bootstrap_servers = bootstrap_servers
+        self._confirm_seconds = confirm_seconds
+        """How long a send waits for the broker's confirmation (and a read for its dead letter)."""
         self._created: Producer | None = None
 
     @property
@@ -87,9 +93,11 @@ class Injector:
                 self._producer.produce(
                     topic, value=value, key=key, headers=headers, partition=partition, on_delivery=on_delivery
                 )
-        left = self._producer.flush(15)
+        left = self._producer.flush(self._confirm_seconds)
         if errors or left:
-            raise InjectionError(f"the broker did not confirm every copy: {errors[:1] or [f'{left} unconfirmed']}")
+            raise InjectionError(
+                f"Kafka did not confirm every copy: {errors[:1] or [f'{left} unconfirmed']}", status=503
+            )
         return Sent(topic, len(records), sorted(set(partitions)))
 
     def republish(self, event: OutboxEvent, copies: int = 1, spread: bool = False) -> Sent:
@@ -123,9 +131,11 @@ class Injector:
             topic, rest = location.rsplit("/", 1)
             partition, offset = (int(part) for part in rest.split("@", 1))
         except ValueError:
-            raise InjectionError(f"{location!r} is not a dead letter's place (topic/partition@offset)") from None
+            raise InjectionError(f"{location[:120]!r} is not a dead letter's place (topic/partition@offset)") from None
+        if not (0 <= partition < 100_000 and 0 <= offset < 2**63):
+            raise InjectionError(f"{location[:120]!r}: partition or offset out of range")
         if topic not in {consumer.dead_letter_topic for consumer in CONSUMERS}:
-            raise InjectionError(f"{topic!r} is not a dead-letter topic")
+            raise InjectionError(f"{topic[:120]!r} is not a dead-letter topic")
         reader = Consumer(
             {
                 "bootstrap.servers": self._bootstrap_servers,
@@ -136,7 +146,7 @@ class Injector:
         )
         try:
             reader.assign([TopicPartition(topic, partition, offset)])
-            message = reader.poll(10)
+            message = reader.poll(min(10.0, self._confirm_seconds))
         finally:
             reader.close()
         if message is None or message.error() is not None or message.offset() != offset:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from services.chaos_panel.control_plane import ControlError
 from services.orders.load import LoadResult, order_body, place_orders
 
 MAX_RATE = 200.0
@@ -45,9 +46,16 @@ class LoadRunner:
         if kind not in ("ok", "declined", "scarce"):
             raise ValueError("kind must be ok, declined or scarce")
         body = order_body(kind, random.Random())
-        response = httpx.post(
-            f"{self.url}/orders", json=body, headers={"Idempotency-Key": f"panel-{uuid.uuid4()}"}, timeout=10
-        )
+        try:
+            response = httpx.post(
+                f"{self.url}/orders", json=body, headers={"Idempotency-Key": f"panel-{uuid.uuid4()}"}, timeout=10
+            )
+        except httpx.HTTPError as error:
+            raise ControlError(
+                f"orders-api does not answer ({type(error).__name__} at {self.url}): is it running?"
+            ) from None
+        if response.status_code >= 500:
+            raise ControlError(f"orders-api answered HTTP {response.status_code}: {response.text[:200]}")
         if response.status_code not in (200, 201):
             raise ValueError(f"the order API answered {response.status_code}: {response.text[:200]}")
         return str(response.json()["order_id"])

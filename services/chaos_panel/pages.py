@@ -13,7 +13,7 @@ from services.chaos_panel import charts, records, timeline
 from services.chaos_panel.context import Panel
 from services.chaos_panel.health import database_checks, kafka_check
 from services.chaos_panel.injector import POISON_KINDS
-from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token
+from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token, same_origin
 from services.idempotent_consumer.outcomes import Strategy
 from services.topology import CONSUMERS, EVENT_TOPICS
 
@@ -108,17 +108,44 @@ def router(panel: Panel) -> APIRouter:
             sandboxes={name: _sandbox(panel, name) for name in panel.control.sandboxes},
         )
 
+    @pages.get("/parked", response_class=HTMLResponse)
+    def parked(request: Request) -> Response:
+        """Work the executors parked for an operator, with its reason and a re-drive button."""
+        rows, unreachable = panel.control.parked()
+        return render(request, "parked.html", parked=rows, unreachable=unreachable)
+
+    @pages.get("/fragments/parked", response_class=HTMLResponse)
+    def parked_rows(request: Request) -> Response:
+        rows, unreachable = panel.control.parked()
+        return render(request, "fragments/parked.html", parked=rows, unreachable=unreachable)
+
     @pages.get("/dead-letters", response_class=HTMLResponse)
     def dead_letters(request: Request) -> Response:
         return render(request, "dead_letters.html", letters=list(reversed(panel.store.dead_letters))[:500])
 
+    listening = f"{panel.settings.CHAOS_PANEL_HOST}:{panel.settings.CHAOS_PANEL_PORT}"
+
     @pages.get("/login", response_class=HTMLResponse)
-    def login(request: Request, token: str = "") -> Response:
-        if token:
-            response = RedirectResponse("/", status_code=303)
-            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict")
-            return response
-        return render(request, "login.html")
+    def login(request: Request) -> Response:
+        """Where the panel listens, and (exposed mode) the form that takes its token."""
+        return render(request, "login.html", listening=listening, refused="")
+
+    @pages.post("/login", response_class=HTMLResponse)
+    async def log_in(request: Request) -> Response:
+        """Check the token first; only the right one becomes a cookie."""
+        if not same_origin(request):
+            raise HTTPException(403, "refused: this request comes from another site")
+        form = await request.form()
+        offered = form.get("token")
+        if not panel.guard.token_required:
+            return RedirectResponse("/", status_code=303)
+        if not isinstance(offered, str) or not panel.guard.token_matches(offered.strip()):
+            page = render(request, "login.html", listening=listening, refused="That is not the panel's token.")
+            page.status_code = 403
+            return page
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(TOKEN_COOKIE, offered.strip(), httponly=True, samesite="strict")
+        return response
 
     # Fragments, polled by the pages -------------------------------------------------------------
 

@@ -3,6 +3,7 @@ outbox rows of one order in every service."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -37,6 +38,17 @@ class OutboxEvent:
     trace_id: str | None
     envelope: str
     """The bytes consumers get, built as the relay builds them. Never shown on a page."""
+
+    @property
+    def reason(self) -> str | None:
+        """A failure event's reason (its payload's `reason`, which holds no personal data)."""
+        if not self.event_type.endswith("Failed"):
+            return None
+        try:
+            reason = json.loads(self.envelope).get("payload", {}).get("reason")
+        except (ValueError, AttributeError):
+            return None
+        return str(reason) if reason else None
 
 
 def recent_orders(query: Query, limit: int = 25) -> list[OrderRow]:

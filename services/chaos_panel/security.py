@@ -1,8 +1,13 @@
 """Who may press the panel's buttons.
 
+- Every request's Host must be a loopback name, an IP literal or a name in ALLOWED_HOSTS (the
+  front door, services/http_front_door.py): a page under a foreign name that resolves to
+  127.0.0.1 (DNS rebinding) is refused before it reads anything.
 - Bound to loopback (the default), no token is needed: only this machine can reach it.
-- Bound elsewhere, every control action needs the token: `Authorization: Bearer <token>`, or the
-  cookie set by visiting `/login?token=<token>` once.
+- Bound elsewhere (exposed mode), every page, fragment and API read needs the token as well as
+  every action: `Authorization: Bearer <token>`, or the cookie that the POST form at `/login` sets
+  once it has checked the token. Only `/login`, `/healthz`, `/metrics` (counters, no order data)
+  and `/static` answer without it.
 - Either way, a control action must come from the panel's own pages: a JSON body (which a
   cross-site form cannot send without a CORS preflight the panel never grants), or the CSRF token
   of the page's cookie echoed in the `X-CSRF-Token` header or a `csrf_token` field. A request whose
@@ -20,6 +25,8 @@ from fastapi import HTTPException, Request
 TOKEN_COOKIE = "eo_panel_token"
 CSRF_COOKIE = "eo_csrf"
 CSRF_HEADER = "x-csrf-token"
+OPEN_PATHS = ("/login", "/healthz", "/metrics", "/static/")
+"""What answers without the token in exposed mode."""
 
 
 class Guard:
@@ -36,12 +43,19 @@ class Guard:
             offered = authorization[7:].strip()
         return bool(offered) and hmac.compare_digest(offered.encode(), self.token.encode())
 
+    def token_matches(self, offered: str) -> bool:
+        return bool(self.token) and hmac.compare_digest(offered.encode(), self.token.encode())
+
+    def may_read(self, path: str, request: Request) -> bool:
+        """Whether a read of `path` may be answered (exposed mode: only with the token)."""
+        return not self.token_required or path.startswith(OPEN_PATHS) or self.token_ok(request)
+
     def check(self, request: Request, form_csrf: str | None) -> None:
         """Raise 403 unless this control request may act."""
         if not same_origin(request):
             raise HTTPException(403, "refused: this request comes from another site")
         if not self.token_ok(request):
-            raise HTTPException(403, "refused: a token is needed (visit /login?token=… or send a Bearer token)")
+            raise HTTPException(403, "refused: a token is needed (log in at /login, or send a Bearer token)")
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type == "application/json":
             return

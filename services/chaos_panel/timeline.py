@@ -26,7 +26,7 @@ class Entry:
     actor: str
     kind: str
     """written, published, applied, duplicate, retryable_failure, terminal_failure, ignored, fault,
-    started, remote_call"""
+    started, remote_call, parked"""
     text: str
     detail: str = ""
     message_id: str = ""
@@ -85,6 +85,16 @@ def build(
             entries.append(
                 Entry(at, str(record.get("process")), "fault", f"{words} at {record.get('point')}", "injected fault")
             )
+        elif kind == "parked":
+            entries.append(
+                Entry(
+                    at,
+                    str(record.get("process")),
+                    "parked",
+                    f"parked for an operator: {record.get('reason')}",
+                    f"Idempotency-Key {record.get('idempotency_key')}",
+                )
+            )
         elif kind == "remote_call":
             result = str(record.get("result"))
             entries.append(
@@ -103,7 +113,7 @@ def build(
                 event.database,
                 "written",
                 f"{event.event_type} written to the {event.database} outbox",
-                "in the business transaction",
+                f"reason: {event.reason}" if event.reason else "in the business transaction",
                 event.message_id,
             )
         )

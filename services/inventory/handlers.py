@@ -7,7 +7,7 @@ from typing import Any
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.outbox import add_to_outbox
-from services.idempotent_consumer.processor import Connection
+from services.idempotent_consumer.processor import Connection, NonRetryable
 
 
 class OutOfStock(Exception):
@@ -25,8 +25,13 @@ def _emit(
 
 
 def reserve_stock(event: Envelope, transaction: Connection) -> None:
-    """OrderPlaced: reserve every line, or none of them and say why."""
+    """OrderPlaced: reserve every line, or none of them and say why. A payload that does not fit
+    the contract is refused (dead letter, with the field named)."""
     order_id = event.key
+    try:
+        contract.read_payload(contract.OrderPlacedPayload, event.payload)
+    except ValueError as error:
+        raise NonRetryable(str(error)) from None
     lines = event.payload["lines"]
     try:
         with transaction.transaction():  # a savepoint: a shortfall undoes only the reservations

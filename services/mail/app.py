@@ -19,23 +19,43 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from services import http_front_door
+from services.saga_fields import (
+    MAX_KEY_LENGTH,
+    EmailAddress,
+    MessageBody,
+    OrderId,
+    Subject,
+    idempotency_key_problem,
+)
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
 MESSAGES = Counter("eo_mail_requests", "Send requests, by what became of them.", ["result"])
-for _result in ("accepted", "deduplicated", "failed"):
+for _result in ("accepted", "deduplicated", "failed", "refused", "bad_request"):
     MESSAGES.labels(_result)  # every series at zero from the start
 
 
 class MessageIn(BaseModel):
-    recipient: str = Field(min_length=3, max_length=254)
-    subject: str = Field(min_length=1, max_length=200)
-    body: str = Field(max_length=20_000)
-    order_id: str | None = Field(None, max_length=255)
+    """A message, with the limits the orders API uses too (services/saga_fields.py): every
+    address the API accepted is one this sandbox takes."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    recipient: EmailAddress
+    subject: Subject
+    body: MessageBody
+    order_id: OrderId | None = None
 
 
 class MailFaults(BaseModel):
-    failure_rate: float = Field(default=0.0, ge=0, le=1, description="answer 503 without accepting")
+    model_config = ConfigDict(extra="forbid")
+
+    failure_rate: float = Field(default=0.0, ge=0, le=1, description="answer 503 without accepting (transient)")
+    refusal_rate: float = Field(
+        default=0.0, ge=0, le=1, description="refuse the recipient with 422 (a permanent refusal), storing nothing"
+    )
 
 
 def create_app(database_url: str) -> FastAPI:
@@ -52,6 +72,7 @@ def create_app(database_url: str) -> FastAPI:
 
     app = FastAPI(title="mail sandbox", version="0.1.0", lifespan=lifespan)
     app.mount("/metrics", make_asgi_app())
+    http_front_door.install(app, "the mail sandbox")
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
@@ -59,12 +80,21 @@ def create_app(database_url: str) -> FastAPI:
 
     @app.post("/v1/messages", status_code=202, tags=["messages"])
     async def send(
-        message: MessageIn, idempotency_key: Annotated[str, Header(min_length=1, max_length=255)]
+        message: MessageIn, idempotency_key: Annotated[str | None, Header(max_length=MAX_KEY_LENGTH * 4)] = None
     ) -> JSONResponse:
-        """Accept a message once per idempotency key; a repeat is acknowledged and counted."""
+        """Accept a message once per idempotency key; a repeat is acknowledged and counted. A
+        missing, empty or blank key is refused (400)."""
+        problem = "an Idempotency-Key header is required" if idempotency_key is None else None
+        problem = problem or idempotency_key_problem(idempotency_key)
+        if problem or idempotency_key is None:
+            MESSAGES.labels("bad_request").inc()
+            return JSONResponse({"error": problem}, status_code=400)
         if random.random() < faults["current"].failure_rate:
             MESSAGES.labels("failed").inc()
             return JSONResponse({"error": "the mail sandbox failed (injected)"}, status_code=503)
+        if random.random() < faults["current"].refusal_rate:
+            MESSAGES.labels("refused").inc()
+            return JSONResponse({"error": f"recipient {message.recipient} refused (injected)"}, status_code=422)
         async with pool.connection() as connection:
             cursor = await connection.execute(
                 """INSERT INTO mail_message (idempotency_key, recipient, subject, body, order_id)

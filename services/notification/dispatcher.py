@@ -1,35 +1,53 @@
-"""The notification dispatcher: send pending notifications to the mail sandbox, each with its
-own idempotency key, then mark it sent and emit NotificationSent in one transaction."""
+"""The notification dispatcher: send pending notifications to the mail sandbox, each with its own
+idempotency key, then record what came back, with its event, in one transaction.
+
+- 202: sent, NotificationSent.
+- a refusal (a permanent 4xx), or transient failures (timeouts, 5xx, 408/409/425/429) for longer
+  than the retry policy's maximum age: parked as failed with its reason, NotificationFailed; the
+  order stays confirmed, its notification marked failed. An operator re-drives it (same key) once
+  the cause is fixed.
+- a transient failure younger than that: retried later, with backoff, under the same key.
+"""
 
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 
+from services import remote_call
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outbox import add_to_outbox
 from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
-from services.pending_work import Connection, run_worker
+from services.pending_work import Connection, ParkedWork, RedriveRefused, run_worker
+from services.remote_call import Kind, RetryPolicy
 
 AFTER_SEND = "notification.after_send_before_record"
 POINTS = ("notification.before_send", AFTER_SEND)
 
 
 def take_one(
-    connection: Connection, faults: FaultPoints, client: httpx.Client, telemetry: Telemetry | None = None
+    connection: Connection,
+    faults: FaultPoints,
+    client: httpx.Client,
+    telemetry: Telemetry | None = None,
+    policy: RetryPolicy | None = None,
 ) -> bool:
+    policy = policy or RetryPolicy()
+    told = telemetry or NoTelemetry()
     with connection.transaction():
         row = connection.execute(
-            """SELECT order_id, kind, idempotency_key, recipient, subject, body FROM notification
-                WHERE status = 'pending' AND next_attempt_at <= now()
+            """SELECT order_id, kind, idempotency_key, recipient, subject, body, send_attempts, retrying_since, now()
+                 FROM notification WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"""
         ).fetchone()
         if row is None:
             return False
-        order_id, kind, key, recipient, subject, body = row
+        order_id, kind, key, recipient, subject, body, attempts, retrying_since, now = row
         faults.context = {"keys": [order_id]}
         faults.hit("notification.before_send")
         try:
@@ -39,43 +57,104 @@ def take_one(
                 timeout=3.0,
                 json={"recipient": recipient, "subject": subject, "body": body, "order_id": order_id},
             )
-            problem = None if response.status_code == 202 else f"HTTP {response.status_code}"
-            result = f"HTTP {response.status_code}"
         except httpx.HTTPError as error:
-            problem = f"{type(error).__name__}: {error}"
-            result = type(error).__name__
-        (telemetry or NoTelemetry()).emit(
-            "remote_call", key=order_id, service="mail", idempotency_key=key, call=1, result=result
+            result = remote_call.of_error(error)
+        else:
+            result = remote_call.of_response(response)
+        told.emit(
+            "remote_call",
+            key=order_id,
+            service="mail",
+            idempotency_key=key,
+            call=attempts + 1,
+            result=result.reason if result.kind is Kind.DONE else result.told,
         )
         faults.hit(AFTER_SEND)
-        if problem:
+        where = (order_id, kind)
+        if result.kind is Kind.DONE:
+            connection.execute(
+                """UPDATE notification SET status = 'sent', send_attempts = send_attempts + 1, sent_at = now(),
+                          last_error = NULL WHERE order_id = %s AND kind = %s""",
+                where,
+            )
+            _emit(connection, contract.NOTIFICATION_SENT, order_id, {"order_id": order_id, "kind": kind})
+            return True
+        if result.kind is Kind.TRANSIENT and not policy.gives_up(retrying_since, now):
             connection.execute(
                 """UPDATE notification SET send_attempts = send_attempts + 1, last_error = %s,
-                          next_attempt_at = now() + make_interval(secs => least(30, 0.5 * 2 ^ send_attempts))
+                          next_attempt_at = now() + make_interval(secs => %s)
                     WHERE order_id = %s AND kind = %s""",
-                (problem, order_id, kind),
+                (result.reason[:500], policy.delay(attempts + 1), *where),
             )
             return True
+        reason = (
+            f"refused by the mail service: {result.reason}"
+            if result.kind is Kind.PERMANENT
+            else f"the mail service failed for {policy.max_age_seconds:g} s: {result.reason}"
+        )[:500]
         connection.execute(
-            """UPDATE notification SET status = 'sent', send_attempts = send_attempts + 1, sent_at = now(),
-                      last_error = NULL WHERE order_id = %s AND kind = %s""",
-            (order_id, kind),
+            """UPDATE notification SET status = 'failed', send_attempts = send_attempts + 1, last_error = %s,
+                      failure_reason = %s, parked_at = now() WHERE order_id = %s AND kind = %s""",
+            (result.reason[:500], reason, *where),
         )
-        add_to_outbox(
+        told.emit("parked", key=order_id, service="mail", idempotency_key=key, reason=reason)
+        _emit(
             connection,
-            Envelope.new(contract.NOTIFICATION_SENT, order_id, {"order_id": order_id, "kind": kind}),
-            contract.TOPIC_OF[contract.NOTIFICATION_SENT],
+            contract.NOTIFICATION_FAILED,
+            order_id,
+            {"order_id": order_id, "kind": kind, "reason": reason},
         )
     return True
+
+
+def _emit(connection: Connection, event_type: str, order_id: str, payload: dict[str, Any]) -> None:
+    add_to_outbox(connection, Envelope.new(event_type, order_id, payload), contract.TOPIC_OF[event_type])
+
+
+class ParkedNotifications(ParkedWork):
+    """Parked emails: listed with their reason; a re-drive sends the same email, same key."""
+
+    service = "notification"
+
+    def list(self, connection: Connection) -> list[dict[str, Any]]:
+        rows = connection.execute(
+            """SELECT order_id, kind, idempotency_key, failure_reason, parked_at FROM notification
+                WHERE status = 'failed' ORDER BY parked_at DESC LIMIT 500"""
+        ).fetchall()
+        return [
+            {
+                "order_id": r[0],
+                "work": f"email {r[1]}",
+                "idempotency_key": r[2],
+                "reason": r[3],
+                "parked_at": (r[4] or datetime.now(UTC)).isoformat(),
+                "redrivable": True,
+                "why_not": "",
+            }
+            for r in rows
+        ]
+
+    def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
+        with connection.transaction():
+            rows = connection.execute(
+                """UPDATE notification SET status = 'pending', next_attempt_at = now(), retrying_since = now(),
+                          parked_at = NULL, last_error = 'parked: ' || coalesce(failure_reason, '?')
+                    WHERE order_id = %s AND status = 'failed' RETURNING kind, idempotency_key""",
+                (order_id,),
+            ).fetchall()
+        if not rows:
+            raise RedriveRefused(f"order {order_id} has no parked notification")
+        return {"order_id": order_id, "redriven": [{"work": f"email {r[0]}", "idempotency_key": r[1]} for r in rows]}
 
 
 def main() -> None:
     client = httpx.Client(base_url=os.environ["MAIL_URL"])
     run_worker(
         "notification-dispatcher",
-        lambda connection, faults, telemetry: take_one(connection, faults, client, telemetry),
+        lambda connection, faults, telemetry, policy: take_one(connection, faults, client, telemetry, policy),
         "notification",
         POINTS,
+        ParkedNotifications(),
     )
 
 

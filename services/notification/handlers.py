@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.processor import Connection
+from services.idempotent_consumer.processor import Connection, NonRetryable
 
 ORDER_CONFIRMED = "order_confirmed"
 
@@ -12,7 +12,11 @@ ORDER_CONFIRMED = "order_confirmed"
 def record_confirmation_email(event: Envelope, transaction: Connection) -> None:
     """PaymentAuthorized: one confirmation email per order, pending until the dispatcher sends it."""
     order_id = event.key
-    amount = int(event.payload["amount_cents"])
+    try:
+        payload = contract.read_payload(contract.PaymentAuthorizedPayload, event.payload)
+    except ValueError as error:
+        raise NonRetryable(str(error)) from None
+    amount = payload.amount_cents
     transaction.execute(
         """INSERT INTO notification (order_id, kind, idempotency_key, recipient, subject, body, status)
            VALUES (%s, %s, %s, %s, %s, %s, 'pending') ON CONFLICT DO NOTHING""",
@@ -20,7 +24,7 @@ def record_confirmation_email(event: Envelope, transaction: Connection) -> None:
             order_id,
             ORDER_CONFIRMED,
             f"mail-{order_id}-{ORDER_CONFIRMED}",
-            event.payload["customer_email"],
+            payload.customer_email,
             f"Your order {order_id[:8]} is confirmed",
             f"We have received your payment of {amount / 100:.2f} and your order is on its way.",
         ),

@@ -23,6 +23,7 @@ SAGA_EVENTS = (
     contract.PAYMENT_AUTHORIZED,
     contract.PAYMENT_FAILED,
     contract.NOTIFICATION_SENT,
+    contract.NOTIFICATION_FAILED,
     contract.ORDER_PLACED,
 )
 

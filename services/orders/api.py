@@ -9,14 +9,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, HTTPException, Query, Response
+from fastapi import FastAPI, Header, HTTPException, Path, Query, Response
 from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import ConnectionPool
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from services import http_front_door
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.outbox import add_to_outbox
+from services.saga_fields import MAX_KEY_LENGTH, MAX_LINES, EmailAddress, Quantity, Sku, idempotency_key_problem
 
 ORDERS_PLACED = Counter("eo_orders_placed", "Orders accepted by the API.", ["outcome"])
 for _outcome in ("placed", "replayed", "idempotency_conflict"):
@@ -24,8 +26,10 @@ for _outcome in ("placed", "replayed", "idempotency_conflict"):
 
 
 class OrderLineIn(BaseModel):
-    sku: str = Field(description="A SKU from the catalog", examples=["sku-espresso"])
-    quantity: int = Field(ge=1, le=100)
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    sku: Sku = Field(description="A SKU from the catalog")
+    quantity: Quantity
 
     @field_validator("sku")
     @classmethod
@@ -36,8 +40,13 @@ class OrderLineIn(BaseModel):
 
 
 class OrderIn(BaseModel):
-    customer_email: str = Field(pattern=r"^[^@\s]{1,64}@[^@\s]{1,190}\.[^@\s]{2,63}$", examples=["ada@example.com"])
-    lines: list[OrderLineIn] = Field(min_length=1, max_length=20)
+    """An order. Every limit here comes from services/saga_fields.py, which the services
+    downstream (and the sandboxes) use too: what is accepted here is accepted there."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    customer_email: EmailAddress
+    lines: list[OrderLineIn] = Field(min_length=1, max_length=MAX_LINES)
     payment_method: Literal["pm_card_visa", "pm_card_declined"] = Field(
         description="pm_card_visa is authorised; pm_card_declined is declined by the provider sandbox"
     )
@@ -96,6 +105,7 @@ def create_app(database_url: str) -> FastAPI:
         description="Place orders; each one starts a saga across inventory, payment and notification.",
     )
     app.mount("/metrics", make_asgi_app())
+    http_front_door.install(app, "the orders API")
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:
@@ -106,9 +116,13 @@ def create_app(database_url: str) -> FastAPI:
     def place_order(
         order: OrderIn,
         response: Response,
-        idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+        idempotency_key: Annotated[str | None, Header()] = None,
     ) -> OrderOut:
-        """Place an order. The same Idempotency-Key with the same body returns the same order."""
+        """Place an order. The same Idempotency-Key with the same body returns the same order; an
+        empty or blank key is refused (400), since it would be one key for every client."""
+        problem = idempotency_key_problem(idempotency_key)
+        if problem:
+            raise HTTPException(400, problem)
         fingerprint = request_hash(order)
         order_id = str(uuid.uuid4())
         amount = sum(contract.CATALOG[line.sku].price_cents * line.quantity for line in order.lines)
@@ -156,7 +170,7 @@ def create_app(database_url: str) -> FastAPI:
             return _read(connection, order_id)
 
     @app.get("/orders/{order_id}", response_model=OrderOut, tags=["orders"])
-    def get_order(order_id: str) -> OrderOut:
+    def get_order(order_id: Annotated[str, Path(min_length=1, max_length=MAX_KEY_LENGTH)]) -> OrderOut:
         """One order with its lines and the saga events it saw, in order."""
         with pool.connection() as connection:
             return _read(connection, order_id)

@@ -17,10 +17,11 @@ class OrderStatus(StrEnum):
     RESERVED = "RESERVED"
     PAID = "PAID"
     CONFIRMED = "CONFIRMED"
+    """Paid; its confirmation email sent, or parked with its reason (NotificationFailed)."""
     REJECTED = "REJECTED"
     """Out of stock: nothing was reserved, nothing charged."""
     CANCELLED = "CANCELLED"
-    """Payment declined: the reservation is released."""
+    """Payment declined, or refused for good: the reservation is released."""
 
 
 FINAL = frozenset({OrderStatus.CONFIRMED, OrderStatus.REJECTED, OrderStatus.CANCELLED})
@@ -38,6 +39,7 @@ TARGET = {
     events.PAYMENT_AUTHORIZED: OrderStatus.PAID,
     events.PAYMENT_FAILED: OrderStatus.CANCELLED,
     events.NOTIFICATION_SENT: OrderStatus.CONFIRMED,
+    events.NOTIFICATION_FAILED: OrderStatus.CONFIRMED,
 }
 """The status each event moves an order towards; other events only enter the history."""
 

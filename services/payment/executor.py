@@ -2,139 +2,211 @@
 
 The row stays locked (FOR UPDATE SKIP LOCKED) while the provider is called, so two executors
 never call for the same attempt at once; and should they ever, the provider answers the second
-with 409 or the stored response. Timeouts, 5xx and 409 are retried with the same key; after a
-few, the attempt is left pending with a backoff, never abandoned.
+with 409 or the stored response. What comes back decides (services/remote_call.py):
+
+- 200: authorized, PaymentAuthorized.
+- 402, a decline: the customer's card said no; declined, PaymentFailed (card_declined).
+- any other refusal (a permanent 4xx), or transient failures (timeouts, 5xx, 408/409/425/429)
+  for longer than the retry policy's maximum age: the attempt is parked as failed with its
+  reason, and PaymentFailed says why, in the same transaction. The saga compensates (the order is
+  cancelled, its stock released), so a parked payment is never re-driven: that would charge a
+  cancelled order.
+- a transient failure younger than that: retried later, with backoff, under the same key.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from services import remote_call
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
 from services.idempotent_consumer.outbox import add_to_outbox
 from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
-from services.pending_work import Connection, run_worker
+from services.pending_work import Connection, ParkedWork, RedriveRefused, run_worker
+from services.remote_call import CallResult, Kind, RetryPolicy
 
 AFTER_CALL = "payment.after_provider_call_before_record"
 POINTS = ("payment.before_provider_call", AFTER_CALL)
 CALL_TIMEOUT_SECONDS = 3.0
 CALLS_PER_TAKE = 4
+DECLINED = 402
 
 
 def charge(
     client: httpx.Client, key: str, body: dict[str, Any], telemetry: Telemetry | None = None
-) -> tuple[int, dict[str, Any]] | str:
-    """The provider's final answer (status, body), or why there was none after a few tries. Each
-    call is told (order, key, what came back), so an order's timeline shows a lost answer retried."""
+) -> tuple[CallResult, dict[str, Any]]:
+    """The provider's answer and its body ({} when none came): the first that is not transient,
+    or the last transient one after a few quick tries. Each call is told (order, key, what came
+    back), so an order's timeline shows a lost answer retried."""
     told = telemetry or NoTelemetry()
-    problem = "not called"
+    result, answer = CallResult(Kind.TRANSIENT, None, "not called"), dict[str, Any]()
     for call in range(CALLS_PER_TAKE):
         try:
             response = client.post(
                 "/v1/charges", json=body, headers={"Idempotency-Key": key}, timeout=CALL_TIMEOUT_SECONDS
             )
         except httpx.HTTPError as error:  # a timeout included: maybe charged, so ask again, same key
-            problem = f"{type(error).__name__}: {error}"
-            told.emit(
-                "remote_call",
-                key=body["order_id"],
-                service="payment provider",
-                idempotency_key=key,
-                call=call + 1,
-                result=type(error).__name__,
-            )
+            result, answer = remote_call.of_error(error), {}
+            shown = type(error).__name__
         else:
-            replayed = response.headers.get("Idempotent-Replayed") == "true"
-            told.emit(
-                "remote_call",
-                key=body["order_id"],
-                service="payment provider",
-                idempotency_key=key,
-                call=call + 1,
-                result=f"HTTP {response.status_code}" + (", replayed" if replayed else ""),
+            result, answer = remote_call.of_response(response), _json(response)
+            shown = f"HTTP {response.status_code}" + (
+                ", replayed" if response.headers.get("Idempotent-Replayed") == "true" else ""
             )
-            if response.status_code < 500 and response.status_code != 409:
-                return response.status_code, response.json()
-            problem = f"HTTP {response.status_code}"
+        told.emit(
+            "remote_call",
+            key=body["order_id"],
+            service="payment provider",
+            idempotency_key=key,
+            call=call + 1,
+            result=shown if result.kind is not Kind.PERMANENT or result.status == DECLINED else result.told,
+        )
+        if result.kind is not Kind.TRANSIENT:
+            return result, answer
         time.sleep(min(2.0, 0.1 * 2**call))
-    return problem
+    return result, answer
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def take_one(
-    connection: Connection, faults: FaultPoints, client: httpx.Client, telemetry: Telemetry | None = None
+    connection: Connection,
+    faults: FaultPoints,
+    client: httpx.Client,
+    telemetry: Telemetry | None = None,
+    policy: RetryPolicy | None = None,
 ) -> bool:
+    policy = policy or RetryPolicy()
+    told = telemetry or NoTelemetry()
     with connection.transaction():
         row = connection.execute(
-            """SELECT order_id, attempt, idempotency_key, amount_cents, payment_method, customer_email
+            """SELECT order_id, attempt, idempotency_key, amount_cents, payment_method, customer_email,
+                      provider_calls, retrying_since, now()
                  FROM payment_attempt WHERE status = 'pending' AND next_attempt_at <= now()
                 ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"""
         ).fetchone()
         if row is None:
             return False
-        order_id, attempt, key, amount, method, email = row
+        order_id, attempt, key, amount, method, email, calls, retrying_since, now = row
         faults.context = {"keys": [order_id]}
         faults.hit("payment.before_provider_call")
-        answer = charge(
+        result, body = charge(
             client, key, {"order_id": order_id, "amount_cents": amount, "payment_method": method}, telemetry
         )
         faults.hit(AFTER_CALL)
-        if isinstance(answer, str):
+        where = (order_id, attempt)
+        if result.kind is Kind.DONE:
             connection.execute(
-                """UPDATE payment_attempt SET provider_calls = provider_calls + %s, last_error = %s,
-                          next_attempt_at = now() + interval '2 seconds', updated_at = now()
+                """UPDATE payment_attempt SET status = 'authorized', provider_charge_id = %s,
+                          provider_calls = provider_calls + 1, last_error = NULL, updated_at = now()
                     WHERE order_id = %s AND attempt = %s""",
-                (CALLS_PER_TAKE, answer, order_id, attempt),
+                (body.get("id"), *where),
             )
+            payload: dict[str, Any] = {
+                "order_id": order_id,
+                "attempt": attempt,
+                "charge_id": body["id"],
+                "amount_cents": amount,
+                "customer_email": email,
+            }
+            _emit(connection, contract.PAYMENT_AUTHORIZED, order_id, payload)
             return True
-        status, body = answer
-        authorized = status == 200
-        connection.execute(
-            """UPDATE payment_attempt SET status = %s, provider_charge_id = %s, provider_calls = provider_calls + 1,
-                      last_error = %s, updated_at = now() WHERE order_id = %s AND attempt = %s""",
-            (
-                "authorized" if authorized else "declined",
-                body.get("id"),
-                None if authorized else str(body)[:500],
-                order_id,
-                attempt,
-            ),
-        )
-        if authorized:
-            event = Envelope.new(
-                contract.PAYMENT_AUTHORIZED,
-                order_id,
-                {
-                    "order_id": order_id,
-                    "attempt": attempt,
-                    "charge_id": body["id"],
-                    "amount_cents": amount,
-                    "customer_email": email,
-                },
+        if result.kind is Kind.PERMANENT and result.status == DECLINED:
+            reason = str((body.get("error") or {}).get("code") or "card_declined")
+            connection.execute(
+                """UPDATE payment_attempt SET status = 'declined', provider_calls = provider_calls + 1,
+                          last_error = %s, updated_at = now() WHERE order_id = %s AND attempt = %s""",
+                (result.reason[:500], *where),
             )
-        else:
-            reason = body.get("error", {}).get("code") or f"HTTP {status}"
-            event = Envelope.new(
+            _emit(
+                connection,
                 contract.PAYMENT_FAILED,
                 order_id,
                 {"order_id": order_id, "attempt": attempt, "reason": reason},
             )
-        add_to_outbox(connection, event, contract.TOPIC_OF[event.type])
+            return True
+        if result.kind is Kind.TRANSIENT and not policy.gives_up(retrying_since, now):
+            connection.execute(
+                """UPDATE payment_attempt SET provider_calls = provider_calls + %s, last_error = %s,
+                          next_attempt_at = now() + make_interval(secs => %s), updated_at = now()
+                    WHERE order_id = %s AND attempt = %s""",
+                (CALLS_PER_TAKE, result.reason[:500], policy.delay(calls // CALLS_PER_TAKE + 1), *where),
+            )
+            return True
+        reason = (
+            f"refused by the payment provider: {result.reason}"
+            if result.kind is Kind.PERMANENT
+            else f"no answer from the payment provider for {policy.max_age_seconds:g} s: {result.reason}"
+        )[:500]
+        connection.execute(
+            """UPDATE payment_attempt SET status = 'failed', provider_calls = provider_calls + 1,
+                      last_error = %s, failure_reason = %s, parked_at = now(), updated_at = now()
+                WHERE order_id = %s AND attempt = %s""",
+            (result.reason[:500], reason, *where),
+        )
+        told.emit("parked", key=order_id, service="payment provider", idempotency_key=key, reason=reason)
+        _emit(
+            connection, contract.PAYMENT_FAILED, order_id, {"order_id": order_id, "attempt": attempt, "reason": reason}
+        )
     return True
+
+
+def _emit(connection: Connection, event_type: str, order_id: str, payload: dict[str, Any]) -> None:
+    add_to_outbox(connection, Envelope.new(event_type, order_id, payload), contract.TOPIC_OF[event_type])
+
+
+class ParkedPayments(ParkedWork):
+    """Parked payments are listed with their reason; the saga compensated them already."""
+
+    service = "payment"
+
+    def list(self, connection: Connection) -> list[dict[str, Any]]:
+        rows = connection.execute(
+            """SELECT order_id, attempt, idempotency_key, failure_reason, parked_at FROM payment_attempt
+                WHERE status = 'failed' ORDER BY parked_at DESC LIMIT 500"""
+        ).fetchall()
+        return [
+            {
+                "order_id": r[0],
+                "work": f"payment attempt {r[1]}",
+                "idempotency_key": r[2],
+                "reason": r[3],
+                "parked_at": (r[4] or datetime.now(UTC)).isoformat(),
+                "redrivable": False,
+                "why_not": "the saga compensated: the order is cancelled and its stock released, so a re-drive "
+                "would charge a cancelled order; the customer places the order again",
+            }
+            for r in rows
+        ]
+
+    def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
+        raise RedriveRefused(
+            f"the payment of order {order_id} is not re-driven: its order was cancelled and its stock released "
+            "when the payment was parked, so a charge now would be for a cancelled order"
+        )
 
 
 def main() -> None:
     client = httpx.Client(base_url=os.environ["PAYMENT_PROVIDER_URL"])
     run_worker(
         "payment-executor",
-        lambda connection, faults, telemetry: take_one(connection, faults, client, telemetry),
+        lambda connection, faults, telemetry, policy: take_one(connection, faults, client, telemetry, policy),
         "payment_attempt",
         POINTS,
+        ParkedPayments(),
     )
 
 

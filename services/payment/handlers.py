@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services import saga_contract as contract
 from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.processor import Connection
+from services.idempotent_consumer.processor import Connection, NonRetryable
 
 
 def idempotency_key(order_id: str, attempt: int) -> str:
@@ -13,8 +13,12 @@ def idempotency_key(order_id: str, attempt: int) -> str:
 
 
 def record_payment_attempt(event: Envelope, transaction: Connection) -> None:
-    """InventoryReserved: attempt 1 of this order's payment, to be charged by the executor."""
-    payload = event.payload
+    """InventoryReserved: attempt 1 of this order's payment, to be charged by the executor. A
+    payload that does not fit the contract is refused (dead letter, with the field named)."""
+    try:
+        payload = contract.read_payload(contract.InventoryReservedPayload, event.payload)
+    except ValueError as error:
+        raise NonRetryable(str(error)) from None
     transaction.execute(
         """INSERT INTO payment_attempt (order_id, attempt, idempotency_key, amount_cents, payment_method,
                                         customer_email, status)
@@ -22,9 +26,9 @@ def record_payment_attempt(event: Envelope, transaction: Connection) -> None:
         (
             event.key,
             idempotency_key(event.key, 1),
-            payload["amount_cents"],
-            payload["payment_method"],
-            payload["customer_email"],
+            payload.amount_cents,
+            payload.payment_method,
+            payload.customer_email,
         ),
     )
 

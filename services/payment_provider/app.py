@@ -26,10 +26,12 @@ from fastapi.responses import JSONResponse
 from prometheus_client import Counter, make_asgi_app
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict
 
+from services import http_front_door
 from services.payment_provider.faults import FaultState, ProviderFaults
 from services.saga_contract import PAYMENT_METHOD_DECLINED
+from services.saga_fields import MAX_KEY_LENGTH, AmountCents, OrderId, PaymentMethodId, idempotency_key_problem
 
 REQUESTS = Counter("eo_provider_requests", "Charge requests, by what became of them.", ["result"])
 for _result in (
@@ -40,6 +42,8 @@ for _result in (
     "in_flight_conflict",
     "error_500",
     "timeout_after_charge",
+    "refused",
+    "bad_request",
 ):
     REQUESTS.labels(_result)  # every series at zero from the start: `replayed` is the idempotent replays
 ABANDONED_AFTER_SECONDS = 60
@@ -47,9 +51,13 @@ ABANDONED_AFTER_SECONDS = 60
 
 
 class ChargeIn(BaseModel):
-    order_id: str = Field(min_length=1, max_length=255)
-    amount_cents: int = Field(gt=0, le=100_000_000)
-    payment_method: str = Field(min_length=1, max_length=100)
+    """A charge, with the limits the orders API uses too (services/saga_fields.py)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    order_id: OrderId
+    amount_cents: AmountCents
+    payment_method: PaymentMethodId
 
 
 def create_app(database_url: str) -> FastAPI:
@@ -68,6 +76,7 @@ def create_app(database_url: str) -> FastAPI:
 
     app = FastAPI(title="payment-provider sandbox", version="0.1.0", lifespan=lifespan)
     app.mount("/metrics", make_asgi_app())
+    http_front_door.install(app, "the payment-provider sandbox")
 
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
@@ -75,12 +84,36 @@ def create_app(database_url: str) -> FastAPI:
 
     @app.post("/v1/charges", tags=["charges"])
     async def create_charge(
-        charge: ChargeIn, idempotency_key: Annotated[str, Header(min_length=1, max_length=255)]
+        charge: ChargeIn, idempotency_key: Annotated[str | None, Header(max_length=MAX_KEY_LENGTH * 4)] = None
     ) -> JSONResponse:
-        """Charge once per Idempotency-Key, however often the request comes."""
+        """Charge once per Idempotency-Key, however often the request comes. A missing, empty or
+        blank key is refused (400) and nothing is stored."""
+        problem = "an Idempotency-Key header is required" if idempotency_key is None else None
+        problem = problem or idempotency_key_problem(idempotency_key)
+        if problem or idempotency_key is None:
+            REQUESTS.labels("bad_request").inc()
+            return _error(400, "invalid_request_error", problem or "")
+        taken: list[str] = []
+        try:
+            return await _charge(charge, idempotency_key, taken)
+        except BaseException:
+            # Whatever failed after this request took the key, the key is let go: a retry is
+            # processed afresh instead of meeting "in progress" for a minute.
+            if taken:
+                await _let_go(idempotency_key)
+            raise
+
+    async def _let_go(key: str) -> None:
+        try:
+            async with pool.connection() as connection:
+                await connection.execute("DELETE FROM idempotency_key WHERE key = %s AND state = 'in_flight'", (key,))
+        except Exception:  # the database is away: the key is taken again after ABANDONED_AFTER_SECONDS
+            return
+
+    async def _charge(charge: ChargeIn, idempotency_key: str, taken: list[str]) -> JSONResponse:
         fingerprint = hashlib.sha256(json.dumps(charge.model_dump(), sort_keys=True).encode()).hexdigest()
         async with pool.connection() as connection:
-            taken = await (
+            taken_now = await (
                 await connection.execute(
                     """INSERT INTO idempotency_key (key, request_hash, state) VALUES (%s, %s, 'in_flight')
                    ON CONFLICT (key) DO UPDATE SET request_hash = EXCLUDED.request_hash, created_at = now()
@@ -90,7 +123,7 @@ def create_app(database_url: str) -> FastAPI:
                     (idempotency_key, fingerprint, ABANDONED_AFTER_SECONDS),
                 )
             ).fetchone()
-            if taken is None:
+            if taken_now is None:
                 row = await (
                     await connection.execute(
                         "SELECT request_hash, state, response_status, response_body"
@@ -115,6 +148,7 @@ def create_app(database_url: str) -> FastAPI:
                     )
                 REQUESTS.labels("replayed").inc()
                 return JSONResponse(row[3], status_code=row[2], headers={"Idempotent-Replayed": "true"})
+            taken.append(idempotency_key)
 
             if state.faults.latency_ms:
                 await asyncio.sleep(state.faults.latency_ms / 1000)
@@ -123,6 +157,11 @@ def create_app(database_url: str) -> FastAPI:
                 await connection.execute("DELETE FROM idempotency_key WHERE key = %s", (idempotency_key,))
                 REQUESTS.labels("error_500").inc()
                 return _error(500, "api_error", "the provider sandbox failed (injected)")
+            if state.roll(state.faults.refusal_rate):
+                # A refusal for good (Stripe answers 400 invalid_request_error): nothing is stored.
+                await connection.execute("DELETE FROM idempotency_key WHERE key = %s", (idempotency_key,))
+                REQUESTS.labels("refused").inc()
+                return _error(400, "invalid_request_error", "this charge is refused (injected refusal)")
 
             declined = charge.payment_method == PAYMENT_METHOD_DECLINED or state.roll(state.faults.decline_rate)
             charge_id = None if declined else f"ch_{uuid.uuid4().hex[:24]}"

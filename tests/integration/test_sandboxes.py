@@ -108,7 +108,28 @@ def test_a_timeout_after_charging_then_a_retry_with_the_same_key_is_one_charge(p
 
 
 def test_a_request_without_an_idempotency_key_is_refused(provider: Sandbox) -> None:
-    assert provider.client.post("/v1/charges", json=_charge("order-x")).status_code == 422
+    refused = provider.client.post("/v1/charges", json=_charge("order-x"))
+    assert refused.status_code == 400 and "Idempotency-Key" in refused.text
+
+
+def test_a_key_whose_request_failed_midway_is_let_go_not_left_in_progress(provider: Sandbox) -> None:
+    """The sandbox's own ledger fails after the key was taken (no input reaches such a failure any
+    more, so the ledger table is made to refuse this one order): the key is let go, and the retry
+    is processed afresh instead of meeting 409 for a minute."""
+    order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
+    with psycopg.connect(provider.database_url, autocommit=True) as connection:
+        connection.execute(
+            f"ALTER TABLE charge ADD CONSTRAINT refuse_one CHECK (order_id <> '{order}') NOT VALID"
+        )
+    try:
+        failed = provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
+        assert failed.status_code == 500  # a failure of the sandbox itself, not of the request
+    finally:
+        with psycopg.connect(provider.database_url, autocommit=True) as connection:
+            connection.execute("ALTER TABLE charge DROP CONSTRAINT refuse_one")
+    with psycopg.connect(provider.database_url) as connection:
+        assert connection.execute("SELECT count(*) FROM idempotency_key WHERE key = %s", (key,)).fetchone() == (0,)
+    assert provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key}).status_code == 200
 
 
 def test_the_mail_sandbox_stores_a_message_once_per_key_and_shows_it_in_the_inbox(mail: Sandbox) -> None:

@@ -23,7 +23,7 @@ def _client(host: str = "127.0.0.1", token: str = "") -> TestClient:
         MAIL_URL=NOWHERE,
         KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9",
     )
-    return TestClient(create_app(settings), base_url="http://panel.test")
+    return TestClient(create_app(settings), base_url="http://127.0.0.1:8080")
 
 
 def test_on_loopback_json_needs_no_token() -> None:
@@ -57,7 +57,7 @@ def test_requests_from_another_site_are_refused_even_as_json() -> None:
     ):
         answer = client.post("/api/reset", json={}, headers=headers)
         assert answer.status_code == 403 and "another site" in answer.json()["detail"], headers
-    assert client.post("/api/reset", json={}, headers={"Origin": "http://panel.test"}).status_code == 200
+    assert client.post("/api/reset", json={}, headers={"Origin": "http://127.0.0.1:8080"}).status_code == 200
 
 
 def test_beyond_loopback_every_action_needs_the_token() -> None:
@@ -67,15 +67,58 @@ def test_beyond_loopback_every_action_needs_the_token() -> None:
     assert wrong.status_code == 403 and "token" in wrong.json()["detail"]
     right = client.post("/api/reset", json={}, headers={"Authorization": "Bearer s3cret-token"})
     assert right.status_code == 200
-    assert "buttons need the panel's token" in client.get("/").text
+    assert "buttons need the panel's token" in client.get("/login").text
 
 
-def test_the_login_link_sets_the_token_cookie_for_the_pages() -> None:
+def test_beyond_loopback_reads_need_the_token_too() -> None:
     client = _client(host="0.0.0.0", token="s3cret-token")
-    client.get("/login", params={"token": "s3cret-token"}, follow_redirects=False)
+    for path in ("/api/state", "/api/orders", "/api/parked", "/fragments/orders", "/api/audit"):
+        answer = client.get(path)
+        assert answer.status_code == 401 and "token" in answer.json()["detail"], path
+    for page in ("/", "/orders", "/chaos", "/dead-letters", "/parked"):
+        answer = client.get(page, follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/login", page
+    assert client.get("/healthz").status_code == 200
+    authorised = client.get("/api/parked", headers={"Authorization": "Bearer s3cret-token"})
+    assert authorised.status_code == 200
+
+
+def test_the_login_form_checks_the_token_before_it_becomes_a_cookie() -> None:
+    client = _client(host="0.0.0.0", token="s3cret-token")
+    page = client.get("/login")
+    assert 'method="post"' in page.text and "0.0.0.0:8080" in page.text and "beyond loopback" in page.text
+    assert client.get("/login", params={"token": "s3cret-token"}).status_code == 200
+    assert "eo_panel_token" not in client.cookies  # a token in a URL is never taken
+    wrong = client.post("/login", data={"token": "guess"}, follow_redirects=False)
+    assert wrong.status_code == 403 and "eo_panel_token" not in client.cookies
+    right = client.post("/login", data={"token": "s3cret-token"}, follow_redirects=False)
+    assert right.status_code == 303 and client.cookies["eo_panel_token"] == "s3cret-token"
     assert "buttons need the panel's token" not in client.get("/").text
     csrf = client.cookies["eo_csrf"]
     assert client.post("/api/reset", data={"csrf_token": csrf}).status_code == 200
+
+
+def test_a_login_from_another_site_is_refused() -> None:
+    client = _client(host="0.0.0.0", token="s3cret-token")
+    answer = client.post("/login", data={"token": "s3cret-token"}, headers={"Origin": "http://evil.example"})
+    assert answer.status_code == 403 and "eo_panel_token" not in client.cookies
+
+
+def test_on_loopback_the_login_page_says_no_token_is_needed() -> None:
+    text = _client().get("/login").text
+    assert "127.0.0.1:8080" in text and "loopback only" in text and "<form" not in text.split("<main>")[1]
+
+
+def test_a_foreign_host_is_refused_before_anything_is_read_or_done() -> None:
+    """DNS rebinding: a page under a foreign name that resolves to 127.0.0.1."""
+    client = _client()
+    for path in ("/api/state", "/", "/api/parked"):
+        answer = client.get(path, headers={"Host": "rebind.attacker.example:8080"})
+        assert answer.status_code == 400 and "Host" in answer.json()["detail"], path
+    refused = client.post("/api/reset", json={}, headers={"Host": "rebind.attacker.example"})
+    assert refused.status_code == 400
+    for host in ("localhost:8080", "127.0.0.1", "[::1]:8080", "10.1.2.3:8080"):
+        assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
 
 
 def test_beyond_loopback_without_a_token_one_is_made_up() -> None:

@@ -1,0 +1,278 @@
+"""What every HTTP service of the platform refuses before its routes see a request, and how it
+words a refusal. The orders API, both sandboxes and the chaos panel install it (`install`); the
+control endpoints (WSGI) use the same checks (`host_allowed`, `origin_refusal`, `request_line_problem`,
+`json_problem`).
+
+- **Host**: only the loopback names, IP literals (a DNS-rebinding page always arrives under a
+  name of its own) and the names in `ALLOWED_HOSTS` (comma-separated: the public host, the
+  service's name in compose). Anything else is 400: a foreign name that resolves to 127.0.0.1
+  reads nothing and changes nothing.
+- **Request line**: a path or query that is not valid UTF-8 once percent-decoded, or that holds
+  control characters (NUL included), is 400.
+- **Bodies**: at most MAX_BODY_BYTES (413). A JSON body must be valid UTF-8 JSON without NaN or
+  Infinity and without NUL or lone surrogates in any string (400, naming where); a form body the
+  same, field by field.
+- **Validation errors** (422) name each field and cut long values: a 5 MB field is not echoed.
+- **A backing database that does not answer** is 503 naming the service, never a 500.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl, unquote_to_bytes, urlsplit
+
+import psycopg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
+
+MAX_BODY_BYTES = 1_000_000
+MAX_SHOWN = 80
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class Refused(ValueError):
+    """A request refused at the door, with its status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def configured_hosts() -> frozenset[str]:
+    """The names in ALLOWED_HOSTS, lower-cased."""
+    return frozenset(name.strip().lower() for name in os.environ.get("ALLOWED_HOSTS", "").split(",") if name.strip())
+
+
+def host_name(header: str) -> str:
+    """The name part of a Host header (without its port; an IPv6 literal without its brackets)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def host_allowed(header: str | None, extra: frozenset[str]) -> bool:
+    if not header:
+        return False
+    name = host_name(header)
+    if name in LOOPBACK_NAMES or name in extra:
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def origin_refusal(origin: str | None, host: str | None, fetch_site: str | None) -> str | None:
+    """Why a request sent by a browser page of another origin must be refused, or None."""
+    if fetch_site == "cross-site":
+        return "refused: this request comes from another site"
+    if origin is None:
+        return None
+    if origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower():
+        return f"refused: this request comes from another origin ({cut(origin)})"
+    return None
+
+
+def request_line_problem(raw_path: bytes, query_string: bytes) -> str | None:
+    """Why a request's path or query cannot be read as text, or None."""
+    try:
+        path = unquote_to_bytes(raw_path).decode("utf-8")
+        pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        return "the path or the query is not valid UTF-8"
+    if _CONTROL.search(path) or any(_CONTROL.search(name) or _CONTROL.search(value) for name, value in pairs):
+        return "the path or the query holds control characters"
+    return None
+
+
+def _reject_constant(name: str) -> None:
+    raise Refused(400, f"the body holds {name}: JSON numbers must be finite")
+
+
+def json_problem(body: bytes) -> str | None:
+    """Why a JSON body is refused before any model sees it (None: let the route validate it).
+    Malformed JSON is left to the route, which answers 422 naming the position."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the body is not valid UTF-8"
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except Refused as refusal:
+        return str(refusal)
+    except (ValueError, RecursionError):
+        return None
+    try:
+        return _text_problem(value, "body")
+    except RecursionError:
+        return "the body is nested too deeply"
+
+
+def _text_problem(value: Any, where: str) -> str | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{where} holds a lone UTF-16 surrogate"
+        return f"{where} holds a NUL character" if "\x00" in value else None
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        problem = _text_problem(key, where) if isinstance(key, str) else None
+        problem = problem or _text_problem(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")
+        if problem:
+            return problem
+    return None
+
+
+def form_problem(body: bytes) -> str | None:
+    try:
+        pairs = parse_qsl(body.decode("latin-1"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        return "the form is not valid UTF-8"
+    for name, value in pairs:
+        if "\x00" in name or "\x00" in value:
+            return f"the form field {cut(name)} holds a NUL character"
+    return None
+
+
+def cut(value: Any) -> str:
+    """A value as an error may show it: printable, and at most MAX_SHOWN characters."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "backslashreplace")
+    text = value if isinstance(value, str) else repr(value)
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8").encode("unicode_escape").decode("ascii")
+    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}… ({len(text)} characters)"
+
+
+def _field(location: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in location) or "request"
+
+
+def validation_errors(error: RequestValidationError) -> list[dict[str, str]]:
+    return [
+        {
+            "field": _field(tuple(item.get("loc", ()))),
+            "message": str(item.get("msg", "invalid")),
+            **({"input": cut(item["input"])} if "input" in item and item["input"] is not None else {}),
+        }
+        for item in error.errors()[:20]
+    ]
+
+
+class FrontDoor:
+    """ASGI middleware: the checks above, before the application sees the request."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], allowed: frozenset[str]) -> None:
+        self.app, self.allowed = app, allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        if not host_allowed(headers.get("host"), self.allowed):
+            await _refuse(
+                send, 400, f"refused: the Host {cut(headers.get('host', ''))} is not one this service answers to"
+            )
+            return
+        problem = request_line_problem(scope.get("raw_path") or scope["path"].encode(), scope.get("query_string", b""))
+        if problem:
+            await _refuse(send, 400, problem)
+            return
+        if scope["method"] in ("POST", "PUT", "PATCH", "DELETE"):
+            body, too_large = await _read_body(receive)
+            if too_large:
+                await _refuse(send, 413, f"the body is larger than {MAX_BODY_BYTES} bytes")
+                return
+            kind = headers.get("content-type", "").split(";")[0].strip().lower()
+            problem = (
+                json_problem(body)
+                if body and (kind == "application/json" or kind.endswith("+json"))
+                else form_problem(body)
+                if body and kind == "application/x-www-form-urlencoded"
+                else None
+            )
+            if problem:
+                await _refuse(send, 400, problem)
+                return
+            receive = _replay(body)
+        await self.app(scope, receive, send)
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return b"", True
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks), False
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return receive
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    payload = json.dumps({"detail": message}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def install(app: FastAPI, service: str, allowed: frozenset[str] | None = None) -> None:
+    """Put the front door before `app`; answer validation errors and a silent database as above."""
+    app.add_middleware(FrontDoor, allowed=configured_hosts() if allowed is None else allowed)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_errors(error)}, status_code=422)
+
+    @app.exception_handler(psycopg.OperationalError)
+    @app.exception_handler(PoolTimeout)
+    async def database_away(_: Request, error: Exception) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"{service}: its database does not answer ({type(error).__name__}); try again shortly"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
