@@ -115,7 +115,9 @@ def json_problem(body: bytes) -> str | None:
         value = json.loads(text, parse_constant=_reject_constant)
     except Refused as refusal:
         return str(refusal)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return "the body is nested too deeply"
+    except ValueError:
         return None
     try:
         return _text_problem(value, "body")

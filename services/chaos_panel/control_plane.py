@@ -104,14 +104,8 @@ class ControlPlane:
             )
         return url
 
-    def _name_of(self, url: str) -> str:
-        for name, base in (*self.control_urls.items(), *self.http_services.items()):
-            if url.startswith(base):
-                return name
-        return url
-
-    def _call(self, method: str, url: str, timeout: float | None = None, **kwargs: Any) -> Any:
-        service = self._name_of(url)
+    def _call(self, method: str, service: str, url: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        """`service` answering `method url`, or a ControlError naming it."""
         try:
             response = self._client.request(method, url, timeout=timeout or self._client.timeout, **kwargs)
         except httpx.HTTPError as error:
@@ -133,7 +127,7 @@ class ControlPlane:
     def state(self, name: str) -> ProcessState:
         state = ProcessState(name, self.control_urls[name])
         try:
-            faults = self._call("GET", f"{state.url}/faults", timeout=2)
+            faults = self._call("GET", name, f"{state.url}/faults", timeout=2)
             metrics = self._client.get(f"{state.url}/metrics", timeout=2).text
         except (ControlError, httpx.HTTPError) as error:
             state.error = str(error)
@@ -148,11 +142,11 @@ class ControlPlane:
         state.started_at = start_time(metrics)
         if state.consumer:
             try:
-                strategy = self._call("GET", f"{state.url}/strategy", timeout=2)
+                strategy = self._call("GET", name, f"{state.url}/strategy", timeout=2)
                 state.strategy, state.strategies = strategy["strategy"], list(strategy["strategies"])
-                holds = self._call("GET", f"{state.url}/hold", timeout=2)
+                holds = self._call("GET", name, f"{state.url}/hold", timeout=2)
                 state.topics, state.held = list(holds["topics"]), dict(holds["held"])
-                horizon = self._call("GET", f"{state.url}/horizon", timeout=2)
+                horizon = self._call("GET", name, f"{state.url}/horizon", timeout=2)
                 state.horizon_seconds = horizon["seconds"]
                 state.configured_horizon_seconds = horizon["configured_seconds"]
             except ControlError as error:
@@ -191,6 +185,7 @@ class ControlPlane:
     ) -> None:
         self._call(
             "POST",
+            process,
             f"{self._url(process)}/faults",
             json={
                 "point": point,
@@ -202,33 +197,37 @@ class ControlPlane:
         )
 
     def disarm(self, process: str, point: str | None = None) -> None:
-        self._call("DELETE", f"{self._url(process)}/faults", params={"point": point} if point else None)
+        self._call("DELETE", process, f"{self._url(process)}/faults", params={"point": point} if point else None)
 
     # Consumers ------------------------------------------------------------------------------------
 
     def set_strategy(self, process: str, strategy: str) -> None:
-        self._call("POST", f"{self._url(process)}/strategy", json={"strategy": strategy})
+        self._call("POST", process, f"{self._url(process)}/strategy", json={"strategy": strategy})
 
     def rewind(self, process: str, to: str) -> list[dict[str, Any]]:
-        body = self._call("POST", f"{self._url(process)}/rewind", json={"to": to}, timeout=40)
+        body = self._call("POST", process, f"{self._url(process)}/rewind", json={"to": to}, timeout=40)
         return list(body.get("partitions", []))
 
     def hold(self, process: str, topic: str, seconds: float) -> list[dict[str, Any]]:
-        body = self._call("POST", f"{self._url(process)}/hold", json={"topic": topic, "seconds": seconds}, timeout=40)
+        body = self._call(
+            "POST", process, f"{self._url(process)}/hold", json={"topic": topic, "seconds": seconds}, timeout=40
+        )
         return list(body.get("partitions", []))
 
     def set_horizon(self, process: str, seconds: float | None, purge: bool = False) -> dict[str, Any]:
-        return dict(self._call("POST", f"{self._url(process)}/horizon", json={"seconds": seconds, "purge": purge}))
+        return dict(
+            self._call("POST", process, f"{self._url(process)}/horizon", json={"seconds": seconds, "purge": purge})
+        )
 
     # Sandboxes ------------------------------------------------------------------------------------
 
     def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
-        return dict(self._call("GET", f"{self.sandboxes[sandbox]}/admin/faults"))
+        return dict(self._call("GET", sandbox, f"{self.sandboxes[sandbox]}/admin/faults"))
 
     def set_sandbox_faults(self, sandbox: str, faults: dict[str, Any]) -> dict[str, Any]:
         if sandbox not in self.sandboxes:
             raise ControlError(f"no sandbox called {sandbox[:80]!r}; known: {', '.join(self.sandboxes)}", 400)
-        return dict(self._call("PUT", f"{self.sandboxes[sandbox]}/admin/faults", json=faults))
+        return dict(self._call("PUT", sandbox, f"{self.sandboxes[sandbox]}/admin/faults", json=faults))
 
     # Parked work ----------------------------------------------------------------------------------
 
@@ -239,7 +238,7 @@ class ControlPlane:
         silent: list[str] = []
         for process in (name for name in EXECUTORS if name in self.control_urls):
             try:
-                listing = self._call("GET", f"{self.control_urls[process]}/parked", timeout=5)
+                listing = self._call("GET", process, f"{self.control_urls[process]}/parked", timeout=5)
             except ControlError as error:
                 silent.append(str(error))
                 continue
@@ -249,7 +248,9 @@ class ControlPlane:
     def redrive_parked(self, process: str, order_id: str) -> dict[str, Any]:
         if process not in EXECUTORS:
             raise ControlError(f"{process[:80]!r} holds no parked work; the executors are {', '.join(EXECUTORS)}", 400)
-        return dict(self._call("POST", f"{self._url(process)}/redrive", json={"order_id": order_id}, timeout=10))
+        return dict(
+            self._call("POST", process, f"{self._url(process)}/redrive", json={"order_id": order_id}, timeout=10)
+        )
 
     # Everything -----------------------------------------------------------------------------------
 
@@ -274,7 +275,7 @@ class ControlPlane:
                 problems.append(str(error))
         for sandbox, url in self.sandboxes.items():
             try:
-                self._call("DELETE", f"{url}/admin/faults")
+                self._call("DELETE", sandbox, f"{url}/admin/faults")
             except ControlError as error:
                 problems.append(f"{sandbox}: {error}")
         return problems

@@ -118,9 +118,7 @@ def test_a_key_whose_request_failed_midway_is_let_go_not_left_in_progress(provid
     is processed afresh instead of meeting 409 for a minute."""
     order, key = f"order-{uuid.uuid4()}", f"key-{uuid.uuid4()}"
     with psycopg.connect(provider.database_url, autocommit=True) as connection:
-        connection.execute(
-            f"ALTER TABLE charge ADD CONSTRAINT refuse_one CHECK (order_id <> '{order}') NOT VALID"
-        )
+        connection.execute(f"ALTER TABLE charge ADD CONSTRAINT refuse_one CHECK (order_id <> '{order}') NOT VALID")
     try:
         failed = provider.client.post("/v1/charges", json=_charge(order), headers={"Idempotency-Key": key})
         assert failed.status_code == 500  # a failure of the sandbox itself, not of the request
