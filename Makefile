@@ -50,8 +50,8 @@ ifeq ($(DOCKER_ENGINE),yes)
 	$(COMPOSE) up --detach --build --wait \
 	  $(if $(REPLICAS),$(foreach s,outbox-relay orders-saga inventory payment notification sales-projection,--scale $(s)=$(REPLICAS)),)
 	@echo "Chaos panel: http://127.0.0.1:8080   Prometheus: http://127.0.0.1:9090   Grafana: http://127.0.0.1:3000"
-	@token=$$($(COMPOSE) logs chaos-panel 2>/dev/null | grep -o 'login?token=[A-Za-z0-9_-]*' | tail -1); \
-	  [ -z "$$token" ] || echo "The panel's buttons need its token: open http://127.0.0.1:8080/$$token once"
+	@token=$$($(COMPOSE) logs chaos-panel 2>/dev/null | grep -o 'panel-token=[A-Za-z0-9_-]*' | tail -1 | cut -d= -f2); \
+	  [ -z "$$token" ] || echo "The panel needs its token: log in at http://127.0.0.1:8080/login with $$token"
 else
 	@$(LAUNCHER) up
 endif

@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     CHAOS_PANEL_TOKEN: str = ""
     """Needed by the panel's control actions when CHAOS_PANEL_HOST is not loopback (the panel
     makes one up and logs it when this is empty)."""
+    ALLOWED_HOSTS: str = ""
+    """Host names (comma-separated) every HTTP service and control endpoint answers to besides the
+    loopback names and IP literals: the public name, when the panel listens beyond loopback. Any
+    other Host is refused (a DNS-rebinding page arrives under a name of its own)."""
     ORDERS_API_PORT: int = 8000
     PAYMENT_PROVIDER_PORT: int = 8001
     MAIL_PORT: int = 8002

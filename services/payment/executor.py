@@ -149,7 +149,7 @@ def take_one(
         reason = (
             f"refused by the payment provider: {result.reason}"
             if result.kind is Kind.PERMANENT
-            else f"no answer from the payment provider for {policy.max_age_seconds:g} s: {result.reason}"
+            else f"the payment provider failed for {policy.max_age_seconds:g} s: {result.reason}"
         )[:500]
         connection.execute(
             """UPDATE payment_attempt SET status = 'failed', provider_calls = provider_calls + 1,

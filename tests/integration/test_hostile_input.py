@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -49,14 +50,14 @@ class Service:
         return int(row[0]) if row else 0
 
 
-def _own_migrations(service: str) -> list[object]:
+def _own_migrations(service: str) -> list[Path]:
     return sorted((PROJECT_ROOT / "services" / service / "migrations").glob("*.sql"))
 
 
 def _services(runtime_db: str) -> dict[str, Service]:
     orders = service_schema(runtime_db, "orders")
-    provider = isolated_schema(runtime_db, *_own_migrations("payment_provider"))  # type: ignore[arg-type]
-    mail = isolated_schema(runtime_db, *_own_migrations("mail"))  # type: ignore[arg-type]
+    provider = isolated_schema(runtime_db, *_own_migrations("payment_provider"))
+    mail = isolated_schema(runtime_db, *_own_migrations("mail"))
     return {
         "orders": Service("orders", orders_app(orders), orders, ("customer_order", "order_line", "outbox")),
         "payment_provider": Service(

@@ -185,8 +185,9 @@ def operations(openapi: SchemaDoc) -> list[Operation]:
         for method, operation in item.items():
             if method not in ("get", "post", "put", "delete", "patch"):
                 continue
-            content = (operation.get("requestBody") or {}).get("content", {})
-            body = next(iter(content.values()), {}).get("schema") if content else None
+            content: dict[str, Any] = (operation.get("requestBody") or {}).get("content", {})
+            first: dict[str, Any] = next(iter(content.values()), {})
+            body = first.get("schema")
             found.append(Operation(method.upper(), path, list(operation.get("parameters", [])), body))
     return found
 
