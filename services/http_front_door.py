@@ -167,14 +167,15 @@ def cut(value: Any) -> str:
 
 
 def _field(location: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in location) or "request"
+    """Where the error is, as `body.lines.0.sku`; a part named by the input (an unknown key) is cut."""
+    return cut(".".join(str(part) for part in location) or "request")
 
 
 def validation_errors(error: RequestValidationError) -> list[dict[str, str]]:
     return [
         {
             "field": _field(tuple(item.get("loc", ()))),
-            "message": str(item.get("msg", "invalid")),
+            "message": str(item.get("msg", "invalid"))[:300],
             **({"input": cut(item["input"])} if "input" in item and item["input"] is not None else {}),
         }
         for item in error.errors()[:20]
@@ -197,7 +198,9 @@ class FrontDoor:
                 send, 400, f"refused: the Host {cut(headers.get('host', ''))} is not one this service answers to"
             )
             return
-        problem = request_line_problem(scope.get("raw_path") or scope["path"].encode(), scope.get("query_string", b""))
+        problem = request_line_problem(
+            scope.get("raw_path") or scope["path"].encode(), scope.get("query_string", b"")
+        ) or (_CONTROL.search(scope["path"]) and "the path holds control characters")
         if problem:
             await _refuse(send, 400, problem)
             return

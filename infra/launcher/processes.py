@@ -107,7 +107,7 @@ def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str,
         "EO_PROCESS_NAME": name,
         **({"EO_RUN_ID": run_id} if run_id else {}),
         "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
-        "ALLOWED_HOSTS": settings.ALLOWED_HOSTS,
+        **({"ALLOWED_HOSTS": settings.ALLOWED_HOSTS} if settings.ALLOWED_HOSTS else {}),
         "PYTHONPATH": str(PROJECT_ROOT),
         "PYTHONUNBUFFERED": "1",
     }

@@ -283,13 +283,13 @@ def _faults(
     if method == "DELETE":
         point = parse_qs(environ.get("QUERY_STRING", "")).get("point", [None])[0]
         if point is not None and point not in points:
-            raise Refusal("400 Bad Request", f"unknown fault point {cut(point)}; known: {', '.join(points)}")
+            raise Refusal("400 Bad Request", f"unknown fault point '{cut(point)}'; known: {', '.join(points)}")
         faults.disarm(point)
         return "200 OK", {"disarmed": point or "all"}
     if method == "POST":
         request = _read(environ, ArmRequest)
         if request.point not in points:
-            raise Refusal("400 Bad Request", f"unknown fault point {cut(request.point)}; known: {', '.join(points)}")
+            raise Refusal("400 Bad Request", f"unknown fault point '{cut(request.point)}'; known: {', '.join(points)}")
         times = None if request.times in (None, "always") else int(request.times)
         if not math.isfinite(request.probability):
             raise Refusal("400 Bad Request", "probability must be finite")

@@ -25,7 +25,7 @@ from services.orders.api import create_app as orders_app
 from services.payment_provider.app import create_app as provider_app
 from services.settings import PROJECT_ROOT
 from tests.integration.conftest import isolated_schema, service_schema
-from tests.support.hostile_requests import Drawn, Operation, operations, requests_for
+from tests.support.hostile_requests import Drawn, Operation, examples, operations, requests_for
 
 MAX_REFUSAL_BYTES = 10_000
 
@@ -114,7 +114,7 @@ def test_no_input_to_any_route_answers_5xx_and_a_refusal_stores_nothing(
     under_test, client = services[service], clients[service]
     components = under_test.app.openapi().get("components", {}).get("schemas", {})
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(drawn=requests_for(operation, components))
     def check(drawn: Drawn) -> None:
         before = under_test.stored()

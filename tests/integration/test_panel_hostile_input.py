@@ -25,7 +25,7 @@ from services.chaos_panel.injector import POISON_KINDS, Injector
 from services.chaos_panel.settings import PanelSettings
 from services.settings import Settings, with_credentials
 from services.topology import AUDITOR_ROLE, EVENT_TOPICS
-from tests.support.hostile_requests import Drawn, Operation, operations, requests_for
+from tests.support.hostile_requests import Drawn, Operation, examples, operations, requests_for
 
 CLOSED = "http://127.0.0.1:9"
 NAMED_SERVICES = ("does not answer", "Kafka did not confirm", "no dead letter could be read", "database")
@@ -92,7 +92,7 @@ OPERATIONS = operations(create_app(PanelSettings(KAFKA_BOOTSTRAP_SERVERS="127.0.
 def test_no_input_to_the_panel_answers_500_and_a_503_names_the_service(
     panel_client: TestClient, operation: Operation
 ) -> None:
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(drawn=requests_for(operation, {}, extra_fields=ACTION_FIELDS))
     def check(drawn: Drawn) -> None:
         response = panel_client.request(drawn.method, drawn.url, headers=drawn.headers, content=drawn.content)

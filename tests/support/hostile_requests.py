@@ -8,6 +8,7 @@ UTF-8, wrong JSON types, empty and blank idempotency keys.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_from_bytes
@@ -17,6 +18,12 @@ from hypothesis import strategies as st
 SchemaDoc = dict[str, Any]
 MAX_URL_VALUE = 2_000
 """Bytes of one value in a URL: servers refuse longer request lines before any route sees them."""
+
+
+def examples(default: int) -> int:
+    """Examples per route: `default` in `make test`, more with EO_PROPERTY_EXAMPLES=N for a long hunt."""
+    return int(os.environ.get("EO_PROPERTY_EXAMPLES") or default)
+
 
 HOSTILE_TEXT = st.one_of(
     st.sampled_from(

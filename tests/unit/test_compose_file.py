@@ -19,9 +19,11 @@ from services.settings import PROJECT_ROOT, Settings
 
 COMPOSE = PROJECT_ROOT / "docker-compose.yml"
 NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID"}
-COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN", "GRAFANA_URL"}
+COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN", "GRAFANA_URL", "ALLOWED_HOSTS"}
 """Inside its container the panel listens beyond loopback, so compose hands it the token (or none,
-and it makes one up); natively it listens on loopback and needs none unless the user sets one."""
+and it makes one up); natively it listens on loopback and needs none unless the user sets one.
+Likewise compose names its services in ALLOWED_HOSTS; natively loopback needs no name (the launcher
+passes it on when the user sets one)."""
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +158,12 @@ def test_the_image_holds_every_package_the_processes_import() -> None:
 def test_scaled_consumers_get_a_static_membership_id_per_container(compose: dict[str, Any]) -> None:
     for name in ("orders-saga", "inventory", "payment", "notification", "sales-projection"):
         assert "{hostname}" in compose["services"][name]["environment"]["EO_INSTANCE_ID"], name
+
+
+def test_the_launcher_passes_allowed_hosts_on_when_the_user_sets_them() -> None:
+    named = processes.platform_programs(
+        Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None, ALLOWED_HOSTS="panel.example.org")
+    )
+    assert all(
+        p.environment.get("ALLOWED_HOSTS") == "panel.example.org" for p in named if p.name != processes.PROMETHEUS
+    )

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from services.idempotent_consumer.control import ROUTES, control_app
 from services.idempotent_consumer.faults import FaultPoints
-from tests.support.hostile_requests import Drawn, Operation, requests_for
+from tests.support.hostile_requests import Drawn, Operation, examples, requests_for
 from tests.unit.test_control_endpoint import _FakeConsumerProcess, environ_of
 
 
@@ -64,7 +64,7 @@ def test_no_input_answers_5xx_and_a_refusal_changes_nothing(method: str, path: s
     components = (schema or {}).get("$defs", {})
     operation = Operation(method, path, [{"in": "query", "name": "point", "schema": {"type": "string"}}], schema)
 
-    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(drawn=requests_for(operation, components))
     def check(drawn: Drawn) -> None:
         faults, runtime, parked = FaultPoints(), _FakeConsumerProcess(), _FakeParked()
