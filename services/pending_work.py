@@ -19,15 +19,19 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import psycopg
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services import saga_contract as contract
 from services.idempotent_consumer import logs
 from services.idempotent_consumer.control import serve_control
+from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
+from services.idempotent_consumer.outbox import add_to_outbox
 from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from services.idempotent_consumer.telemetry import connect as connect_telemetry
 from services.remote_call import RetryPolicy
@@ -57,6 +61,27 @@ class ParkedWork:
     def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
         """Put the order's parked rows back to pending under their own keys, or raise RedriveRefused."""
         raise NotImplementedError
+
+
+def record_event(connection: Connection, event_type: str, order_id: str, payload: dict[str, Any]) -> None:
+    """Write a saga event to the outbox, in the transaction that records the work's result."""
+    add_to_outbox(connection, Envelope.new(event_type, order_id, payload), contract.TOPIC_OF[event_type])
+
+
+def parked_listing(rows: list[tuple[Any, ...]], work: str, redrivable: bool, why_not: str = "") -> list[dict[str, Any]]:
+    """Parked rows (order_id, what, idempotency_key, failure_reason, parked_at) as ParkedWork.list answers."""
+    return [
+        {
+            "order_id": order_id,
+            "work": f"{work} {what}",
+            "idempotency_key": key,
+            "reason": reason,
+            "parked_at": (parked_at or datetime.now(UTC)).isoformat(),
+            "redrivable": redrivable,
+            "why_not": why_not,
+        }
+        for order_id, what, key, reason, parked_at in rows
+    ]
 
 
 class ParkedControl:

@@ -109,12 +109,21 @@ def java_command(java: str, libs: Path, settings: Settings, main_class: str) -> 
     ]
 
 
+def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id (a UUID in URL-safe base64, as Kafka writes them) that does not begin with
+    "-": kafka-storage would take such an id for an option (one start in 64 once failed so)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(random_bytes()).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def ensure_formatted(java: str, libs: Path, settings: Settings, say: Callable[[str], None]) -> None:
     """Format the KRaft storage directory once (kafka-storage.sh format)."""
     config = server_properties(settings)
     if (data_dir(settings) / "log" / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     say("formatting Kafka's KRaft storage (first run only)")
     result = subprocess.run(
         [

@@ -12,18 +12,15 @@ idempotency key, then record what came back, with its event, in one transaction.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from services import remote_call
 from services import saga_contract as contract
-from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.outbox import add_to_outbox
 from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
-from services.pending_work import Connection, ParkedWork, RedriveRefused, run_worker
+from services.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, record_event, run_worker
 from services.remote_call import Kind, RetryPolicy
 
 AFTER_SEND = "notification.after_send_before_record"
@@ -77,7 +74,7 @@ def take_one(
                           last_error = NULL WHERE order_id = %s AND kind = %s""",
                 where,
             )
-            _emit(connection, contract.NOTIFICATION_SENT, order_id, {"order_id": order_id, "kind": kind})
+            record_event(connection, contract.NOTIFICATION_SENT, order_id, {"order_id": order_id, "kind": kind})
             return True
         if result.kind is Kind.TRANSIENT and not policy.gives_up(retrying_since, now):
             connection.execute(
@@ -98,17 +95,13 @@ def take_one(
             (result.reason[:500], reason, *where),
         )
         told.emit("parked", key=order_id, service="mail", idempotency_key=key, reason=reason)
-        _emit(
+        record_event(
             connection,
             contract.NOTIFICATION_FAILED,
             order_id,
             {"order_id": order_id, "kind": kind, "reason": reason},
         )
     return True
-
-
-def _emit(connection: Connection, event_type: str, order_id: str, payload: dict[str, Any]) -> None:
-    add_to_outbox(connection, Envelope.new(event_type, order_id, payload), contract.TOPIC_OF[event_type])
 
 
 class ParkedNotifications(ParkedWork):
@@ -121,18 +114,7 @@ class ParkedNotifications(ParkedWork):
             """SELECT order_id, kind, idempotency_key, failure_reason, parked_at FROM notification
                 WHERE status = 'failed' ORDER BY parked_at DESC LIMIT 500"""
         ).fetchall()
-        return [
-            {
-                "order_id": r[0],
-                "work": f"email {r[1]}",
-                "idempotency_key": r[2],
-                "reason": r[3],
-                "parked_at": (r[4] or datetime.now(UTC)).isoformat(),
-                "redrivable": True,
-                "why_not": "",
-            }
-            for r in rows
-        ]
+        return parked_listing(rows, "email", redrivable=True)
 
     def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
         with connection.transaction():

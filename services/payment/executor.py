@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
 from services import remote_call
 from services import saga_contract as contract
-from services.idempotent_consumer.envelope import Envelope
 from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.outbox import add_to_outbox
 from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
-from services.pending_work import Connection, ParkedWork, RedriveRefused, run_worker
+from services.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, record_event, run_worker
 from services.remote_call import CallResult, Kind, RetryPolicy
 
 AFTER_CALL = "payment.after_provider_call_before_record"
@@ -122,7 +119,7 @@ def take_one(
                 "amount_cents": amount,
                 "customer_email": email,
             }
-            _emit(connection, contract.PAYMENT_AUTHORIZED, order_id, payload)
+            record_event(connection, contract.PAYMENT_AUTHORIZED, order_id, payload)
             return True
         if result.kind is Kind.PERMANENT and result.status == DECLINED:
             reason = str((body.get("error") or {}).get("code") or "card_declined")
@@ -131,7 +128,7 @@ def take_one(
                           last_error = %s, updated_at = now() WHERE order_id = %s AND attempt = %s""",
                 (result.reason[:500], *where),
             )
-            _emit(
+            record_event(
                 connection,
                 contract.PAYMENT_FAILED,
                 order_id,
@@ -158,14 +155,16 @@ def take_one(
             (result.reason[:500], reason, *where),
         )
         told.emit("parked", key=order_id, service="payment provider", idempotency_key=key, reason=reason)
-        _emit(
+        record_event(
             connection, contract.PAYMENT_FAILED, order_id, {"order_id": order_id, "attempt": attempt, "reason": reason}
         )
     return True
 
 
-def _emit(connection: Connection, event_type: str, order_id: str, payload: dict[str, Any]) -> None:
-    add_to_outbox(connection, Envelope.new(event_type, order_id, payload), contract.TOPIC_OF[event_type])
+WHY_NOT_REDRIVEN = (
+    "the saga compensated: the order is cancelled and its stock released, so a re-drive "
+    "would charge a cancelled order; the customer places the order again"
+)
 
 
 class ParkedPayments(ParkedWork):
@@ -178,19 +177,7 @@ class ParkedPayments(ParkedWork):
             """SELECT order_id, attempt, idempotency_key, failure_reason, parked_at FROM payment_attempt
                 WHERE status = 'failed' ORDER BY parked_at DESC LIMIT 500"""
         ).fetchall()
-        return [
-            {
-                "order_id": r[0],
-                "work": f"payment attempt {r[1]}",
-                "idempotency_key": r[2],
-                "reason": r[3],
-                "parked_at": (r[4] or datetime.now(UTC)).isoformat(),
-                "redrivable": False,
-                "why_not": "the saga compensated: the order is cancelled and its stock released, so a re-drive "
-                "would charge a cancelled order; the customer places the order again",
-            }
-            for r in rows
-        ]
+        return parked_listing(rows, "payment attempt", redrivable=False, why_not=WHY_NOT_REDRIVEN)
 
     def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
         raise RedriveRefused(

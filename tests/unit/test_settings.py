@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from infra.launcher.kafka_broker import new_cluster_id
 from services.settings import Settings, redact, with_credentials
 from services.topology import database
 
@@ -56,3 +57,11 @@ def test_no_default_port_is_one_an_outgoing_connection_could_be_holding() -> Non
     ports = {name: value for name, value in defaults.model_dump().items() if name.endswith("_PORT")}
     ports["CONTROL_PORT_BASE + 8"] = defaults.CONTROL_PORT_BASE + 8
     assert ports and all(not low <= port <= high for port in ports.values()), ports
+
+
+def test_a_kraft_cluster_id_never_begins_with_a_dash() -> None:
+    """kafka-storage took an id beginning with "-" for an option and refused to format."""
+    draws = iter([b"\xfb" + bytes(15), b"\xf8" + bytes(15), bytes(16)])  # "-w…", "-A…", then "AAAA…"
+    cluster_id = new_cluster_id(lambda: next(draws))
+    assert cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert all(not new_cluster_id().startswith("-") for _ in range(2000))
