@@ -94,7 +94,7 @@ def create_app(database_url: str) -> FastAPI:
             return JSONResponse({"error": "the mail sandbox failed (injected)"}, status_code=503)
         if random.random() < faults["current"].refusal_rate:
             MESSAGES.labels("refused").inc()
-            return JSONResponse({"error": f"recipient {message.recipient} refused (injected)"}, status_code=422)
+            return JSONResponse({"error": "the recipient is refused (injected)"}, status_code=422)
         async with pool.connection() as connection:
             cursor = await connection.execute(
                 """INSERT INTO mail_message (idempotency_key, recipient, subject, body, order_id)
