@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""
+    PENDING_WORK_MAX_AGE_SECONDS: float = Field(default=300.0, gt=0)
+    """How long the executors retry transient failures of a remote call before they park it
+    (docs/parked-work.md)."""
+    PENDING_WORK_MAX_DELAY_SECONDS: float = Field(default=30.0, gt=0)
+    """The longest wait between two tries of a remote call."""
 
     ORDERS_DB_PASSWORD: str = "orders" + DEVELOPMENT_PASSWORD_SUFFIX
     INVENTORY_DB_PASSWORD: str = "inventory" + DEVELOPMENT_PASSWORD_SUFFIX

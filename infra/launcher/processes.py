@@ -246,6 +246,9 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             environment["EO_INSTANCE_ID"] = f"{name}-0" if instance.replica == 1 else name
         if members:
             environment["CONSUMER_MEMBERS"] = str(members)
+        if name in ("payment-executor", "notification-dispatcher"):
+            environment["PENDING_WORK_MAX_AGE_SECONDS"] = f"{settings.PENDING_WORK_MAX_AGE_SECONDS:g}"
+            environment["PENDING_WORK_MAX_DELAY_SECONDS"] = f"{settings.PENDING_WORK_MAX_DELAY_SECONDS:g}"
         if name == "payment-executor":
             environment["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}"
         if name == "notification-dispatcher":
