@@ -139,8 +139,10 @@ def _text_problem(value: Any, where: str) -> str | None:
     else:
         return None
     for key, item in items:
-        problem = _text_problem(key, where) if isinstance(key, str) else None
-        problem = problem or _text_problem(item, f"{where}.{key}" if isinstance(key, str) else f"{where}[{key}]")
+        inner = f"{where}.{cut(key, 40)}" if isinstance(key, str) else f"{where}[{key}]"
+        problem = (_text_problem(key, f"{where} (a key)") if isinstance(key, str) else None) or _text_problem(
+            item, inner
+        )
         if problem:
             return problem
     return None
@@ -157,13 +159,13 @@ def form_problem(body: bytes) -> str | None:
     return None
 
 
-def cut(value: Any) -> str:
-    """A value as an error may show it: printable, and at most MAX_SHOWN characters."""
+def cut(value: Any, most: int = MAX_SHOWN) -> str:
+    """A value as an error may show it: printable, and at most `most` characters (and a count)."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "backslashreplace")
     text = value if isinstance(value, str) else repr(value)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8").encode("unicode_escape").decode("ascii")
-    return text if len(text) <= MAX_SHOWN else f"{text[:MAX_SHOWN]}… ({len(text)} characters)"
+    return text if len(text) <= most else f"{text[:most]}… ({len(text)} characters)"
 
 
 def _field(location: tuple[Any, ...]) -> str:
@@ -254,7 +256,7 @@ def _replay(body: bytes) -> Receive:
 
 
 async def _refuse(send: Send, status: int, message: str) -> None:
-    payload = json.dumps({"detail": message}).encode()
+    payload = json.dumps({"detail": message[:500]}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from infra.launcher import kafka_broker, provisioning, stack
 from infra.launcher.stack import Endpoints
@@ -21,6 +22,12 @@ from infra.launcher.supervisor import Supervisor
 from services.settings import Settings
 
 TIERS = ("unit", "integration", "e2e")
+
+# Property tests draw new examples on every run on a developer's machine (EO_PROPERTY_EXAMPLES=N
+# for a long hunt); CI draws the same ones each time, so a red CI names a change, not a draw.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("dev", print_blob=True)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -305,7 +305,7 @@ def router(panel: Panel) -> APIRouter:
     def sandbox_faults_now(sandbox: str) -> dict[str, Any]:
         """A sandbox's faults as they stand (a fired `timeout_after_charge` has counted down)."""
         if sandbox not in control.sandboxes:
-            raise HTTPException(404, f"no sandbox called {sandbox!r}; known: {', '.join(control.sandboxes)}")
+            raise HTTPException(404, f"no sandbox called {sandbox[:80]!r}; known: {', '.join(control.sandboxes)}")
         try:
             return control.sandbox_faults(sandbox)
         except ControlError as error:

@@ -206,13 +206,13 @@ def _read(environ: dict[str, Any], model: type[BaseModel]) -> Any:
         return model.model_validate_json(raw)
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "body"
+        field = cut(".".join(str(part) for part in first["loc"]) or "body")
         shown = f" (got {cut(first['input'])})" if first.get("input") is not None and first["loc"] else ""
         raise Refusal("400 Bad Request", f"{field}: {first['msg']}{shown}") from None
 
 
 def _json(start_response: StartResponse, status: str, body: object) -> Iterable[bytes]:
-    payload = json.dumps(body, default=str).encode()
+    payload = json.dumps(body, default=str).encode()  # every refusal's text is cut where it is made
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
     return [payload]
 
