@@ -196,7 +196,9 @@ def _read(environ: dict[str, Any], model: type[BaseModel]) -> Any:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
         raise Refusal("400 Bad Request", "Content-Length is not a number") from None
-    if not 0 <= length <= MAX_BODY:
+    if length < 0:
+        raise Refusal("400 Bad Request", "Content-Length is negative")
+    if length > MAX_BODY:
         raise Refusal("413 Content Too Large", f"the body must be at most {MAX_BODY} bytes")
     raw = environ["wsgi.input"].read(length) if length else b"{}"
     problem = json_problem(raw)
