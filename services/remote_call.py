@@ -92,6 +92,12 @@ class RetryPolicy:
         ceiling = min(self.max_delay_seconds, self.first_delay_seconds * 2 ** max(0, failures - 1))
         return (rng or random).uniform(ceiling / 2, ceiling)
 
+    def why_parked(self, result: CallResult, service: str) -> str:
+        """The reason a parked row and its failure event carry: a refusal, or the maximum age."""
+        if result.kind is Kind.PERMANENT:
+            return f"refused by {service}: {result.reason}"[:500]
+        return f"{service} failed for {self.max_age_seconds:g} s: {result.reason}"[:500]
+
     def gives_up(self, retrying_since: datetime, now: datetime) -> bool:
         """True when the work has been retried for longer than the maximum age."""
         return now - retrying_since >= timedelta(seconds=self.max_age_seconds)

@@ -34,7 +34,6 @@ Plain WSGI from the standard library, bound to loopback unless told otherwise.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -293,8 +292,6 @@ def _faults(
         if request.point not in points:
             raise Refusal("400 Bad Request", f"unknown fault point '{cut(request.point)}'; known: {', '.join(points)}")
         times = None if request.times in (None, "always") else int(request.times)
-        if not math.isfinite(request.probability):
-            raise Refusal("400 Bad Request", "probability must be finite")
         faults.arm(
             request.point,
             request.action,

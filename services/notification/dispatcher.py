@@ -64,7 +64,7 @@ def take_one(
             service="mail",
             idempotency_key=key,
             call=attempts + 1,
-            result=result.reason if result.kind is Kind.DONE else result.told,
+            result=result.told,
         )
         faults.hit(AFTER_SEND)
         where = (order_id, kind)
@@ -84,11 +84,7 @@ def take_one(
                 (result.reason[:500], policy.delay(attempts + 1), *where),
             )
             return True
-        reason = (
-            f"refused by the mail service: {result.reason}"
-            if result.kind is Kind.PERMANENT
-            else f"the mail service failed for {policy.max_age_seconds:g} s: {result.reason}"
-        )[:500]
+        reason = policy.why_parked(result, "the mail service")
         connection.execute(
             """UPDATE notification SET status = 'failed', send_attempts = send_attempts + 1, last_error = %s,
                       failure_reason = %s, parked_at = now() WHERE order_id = %s AND kind = %s""",

@@ -143,11 +143,7 @@ def take_one(
                 (CALLS_PER_TAKE, result.reason[:500], policy.delay(calls // CALLS_PER_TAKE + 1), *where),
             )
             return True
-        reason = (
-            f"refused by the payment provider: {result.reason}"
-            if result.kind is Kind.PERMANENT
-            else f"the payment provider failed for {policy.max_age_seconds:g} s: {result.reason}"
-        )[:500]
+        reason = policy.why_parked(result, "the payment provider")
         connection.execute(
             """UPDATE payment_attempt SET status = 'failed', provider_calls = provider_calls + 1,
                       last_error = %s, failure_reason = %s, parked_at = now(), updated_at = now()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 
 import httpx
 
@@ -18,8 +17,9 @@ def test_a_client_that_sends_half_a_request_does_not_block_the_others() -> None:
     try:
         with socket.create_connection(("127.0.0.1", port)) as slow:
             slow.sendall(b"POST /faults HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{")  # and no more
-            started = time.monotonic()
+            # A server that serves one request at a time waits for the rest of the slow one: this
+            # read then times out instead of answering.
             answer = httpx.get(f"http://127.0.0.1:{port}/faults", timeout=5)
-            assert answer.status_code == 200 and time.monotonic() - started < 2
+            assert answer.status_code == 200
     finally:
         server.shutdown()
