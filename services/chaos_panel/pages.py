@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,11 @@ STRATEGY_LESSONS = {
     "message_id_only_key": "one marker per message for all consumers: the second consumer skips it",
     "no_dedup": "no marker at all: every redelivery applies again",
 }
+
+
+def fragment_digest(*content: object) -> str:
+    """A short digest of what a fragment shows, for its next poll to send back as `seen`."""
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def timeline_of(panel: Panel, order_id: str) -> list[timeline.Entry]:
@@ -112,12 +119,19 @@ def router(panel: Panel) -> APIRouter:
     def parked(request: Request) -> Response:
         """Work the executors parked for an operator, with its reason and a re-drive button."""
         rows, unreachable = panel.control.parked()
-        return render(request, "parked.html", parked=rows, unreachable=unreachable)
+        digest = fragment_digest(rows, unreachable)
+        return render(request, "parked.html", parked=rows, unreachable=unreachable, digest=digest)
 
     @pages.get("/fragments/parked", response_class=HTMLResponse)
-    def parked_rows(request: Request) -> Response:
+    def parked_rows(request: Request, seen: str = "") -> Response:
+        """The parked rows, or 204 (htmx leaves the page alone) when they are the ones the page
+        shows: a poll that re-rendered unchanged rows would swap a Re-drive button away under the
+        pointer that is about to press it."""
         rows, unreachable = panel.control.parked()
-        return render(request, "fragments/parked.html", parked=rows, unreachable=unreachable)
+        digest = fragment_digest(rows, unreachable)
+        if seen == digest:
+            return Response(status_code=204)
+        return render(request, "fragments/parked.html", parked=rows, unreachable=unreachable, digest=digest)
 
     @pages.get("/dead-letters", response_class=HTMLResponse)
     def dead_letters(request: Request) -> Response:
