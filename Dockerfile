@@ -6,9 +6,13 @@ RUN pip install --no-cache-dir uv==0.13.9
 WORKDIR /app
 COPY pyproject.toml uv.lock ./
 RUN uv sync --frozen --no-install-project --no-dev
+# The runtime is installed as the library it is (a built wheel, not the source tree); the demo's
+# services beside it import it like any other user.
+COPY effectively_once ./effectively_once
+COPY docs/adopting-the-runtime.md ./docs/adopting-the-runtime.md
+RUN uv sync --frozen --no-dev --no-editable && rm -rf effectively_once
 COPY services ./services
 COPY infra ./infra
-COPY outbox_relay ./outbox_relay
 COPY dashboards ./dashboards
 ENV PYTHONPATH=/app
 USER nobody

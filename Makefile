@@ -43,7 +43,7 @@ $(UV):
 	@$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
 venv: $(UV) ## Create or update the virtual environment from uv.lock
-	@$(UV) sync --frozen --no-install-project --quiet
+	@$(UV) sync --frozen --quiet
 
 up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay
 ifeq ($(DOCKER_ENGINE),yes)
@@ -102,7 +102,7 @@ browser: ## Debian's chromium and chromedriver, for the panel's browser tests (i
 lint: venv ## ruff and mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy services infra outbox_relay dashboards tests benchmarks soak labs
+	$(VENV)/bin/mypy effectively_once services infra dashboards tests benchmarks soak labs
 
 lock: $(UV) ## Re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock

@@ -19,13 +19,13 @@ from psycopg import sql
 
 from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
+from effectively_once import runner, schema
+from effectively_once.envelope import Envelope
+from effectively_once.outcomes import Strategy
+from effectively_once.processor import PATHS, MessageProcessor, ProcessorConfig
+from effectively_once.teaching import with_teaching_paths
+from effectively_once.telemetry import KafkaTelemetry
 from infra.launcher import kafka_broker, stack
-from services import idempotent_consumer
-from services.idempotent_consumer import runner
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.outcomes import Strategy
-from services.idempotent_consumer.processor import MessageProcessor, ProcessorConfig
-from services.idempotent_consumer.telemetry import KafkaTelemetry
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
 
@@ -58,7 +58,7 @@ def database_url(settings: Settings) -> str:
     if settings.DATABASE_URL:
         url = settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + DATABASE
     with psycopg.connect(url, autocommit=True) as connection:
-        for migration in sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")):
+        for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
             connection.execute(migration.read_text())
         connection.execute(SCHEMA)
     return url
@@ -104,6 +104,7 @@ def _kafka_rate(
         dead_letter_topic=f"{topic}.dlq",
         bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
         telemetry=KafkaTelemetry(settings.kafka_bootstrap_servers, name) if telemetry else None,
+        paths=with_teaching_paths(PATHS),
     )
     started: list[float] = []
 
@@ -144,6 +145,7 @@ def _sql_only_rate(url: str, name: str, events: Sequence[Envelope], strategy: St
         connect=lambda: psycopg.connect(url, autocommit=True),
         handlers={LEDGER_ENTRY: ledger_handler(name)},
         bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
+        paths=with_teaching_paths(PATHS),
     )
     processor.connection  # connect before the clock starts  # noqa: B018
     started = time.perf_counter()

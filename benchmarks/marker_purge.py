@@ -9,7 +9,7 @@ from datetime import timedelta
 import psycopg
 
 from benchmarks.rows import Row
-from services.idempotent_consumer.retention import purge_markers
+from effectively_once.retention import purge_markers
 
 
 def measure(url: str, markers: int = 200_000) -> float:

@@ -22,13 +22,13 @@ from benchmarks.consumer_throughput import _say
 from benchmarks.consumer_throughput import database_url as _database
 from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
+from effectively_once import schema as runtime_schema
+from effectively_once.faults import FaultPoints
+from effectively_once.outbox import add_to_outbox
+from effectively_once.relay.publish import producer_settings
+from effectively_once.relay.settings import RelaySettings
+from effectively_once.relay.worker import DatabaseRelay
 from infra.launcher import kafka_broker, stack
-from outbox_relay.publish import producer_settings
-from outbox_relay.settings import RelaySettings
-from outbox_relay.worker import DatabaseRelay
-from services import idempotent_consumer
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.outbox import add_to_outbox
 from services.settings import PROJECT_ROOT, Settings
 from tests.support.ledger import entry
 
@@ -40,7 +40,7 @@ def _outbox_schema(url: str) -> str:
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f"CREATE SCHEMA {schema}")
         connection.execute(f"SET search_path = {schema}")
-        connection.execute((idempotent_consumer.MIGRATIONS / "0002_outbox.sql").read_text())
+        connection.execute((runtime_schema.MIGRATIONS / "0002_outbox.sql").read_text())
     return make_conninfo(url, options=f"-c search_path={schema}")
 
 

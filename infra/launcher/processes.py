@@ -27,7 +27,7 @@ PROMETHEUS = "prometheus"
 
 BACKGROUND = (
     # name, module and arguments, database, control port offset, group members (consumers only)
-    (OUTBOX_RELAY, ["outbox_relay"], None, 1, 0),
+    (OUTBOX_RELAY, ["effectively_once.relay"], None, 1, 0),
     ("orders-saga", ["services.orders", "saga"], "orders", 2, 2),
     ("inventory", ["services.inventory"], "inventory", 3, 2),
     ("payment", ["services.payment"], "payment", 4, 2),

@@ -6,49 +6,30 @@ launchers at once serialise on an advisory lock.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
+from effectively_once import schema
 from infra.launcher.errors import LaunchError
-from services import idempotent_consumer
 from services.settings import PROJECT_ROOT, Settings, redact
 from services.topology import AUDITOR_ROLE, DATABASES, RELAY_ROLE, ServiceDatabase
 
-MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
-PROVISIONING_LOCK = 7_301_001  # pg_advisory_lock key shared by every launcher
+PROVISIONING_LOCK = schema.LOCK  # pg_advisory_lock key shared by every launcher
 
 
-@dataclass(frozen=True)
-class Migration:
-    namespace: str
-    version: int
-    path: Path
+def migration_folders(database: ServiceDatabase) -> list[tuple[str, Path]]:
+    """The service's own migrations, applied after the runtime's."""
+    folder = PROJECT_ROOT / "services" / database.name / "migrations"
+    return [(database.name, folder)] if folder.is_dir() else []
 
 
-def migrations_for(database: ServiceDatabase) -> list[Migration]:
-    """The runtime's migrations (where the service uses it), then the service's own, in order."""
-    sources: list[tuple[str, Path]] = []
-    if database.runs_consumer_runtime:
-        sources.append(("runtime", idempotent_consumer.MIGRATIONS))
-    sources.append((database.name, PROJECT_ROOT / "services" / database.name / "migrations"))
-    found: list[Migration] = []
-    for namespace, folder in sources:
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.sql")):
-            match = MIGRATION_NAME.match(path.name)
-            if not match:
-                raise LaunchError(
-                    f"migration {path} is not named NNNN_description.sql",
-                    "rename it, e.g. 0002_add_reservations.sql",
-                )
-            found.append(Migration(namespace, int(match.group(1)), path))
-    return found
+def migrations_for(database: ServiceDatabase) -> list[schema.Migration]:
+    """Every migration the database receives, in the order they are applied."""
+    runtime = schema.migrations_in(schema.NAMESPACE, schema.MIGRATIONS) if database.runs_consumer_runtime else []
+    return runtime + [m for ns, folder in migration_folders(database) for m in schema.migrations_in(ns, folder)]
 
 
 def _ensure_role(admin: psycopg.Connection, role: str, password: str) -> None:
@@ -74,32 +55,16 @@ def _ensure_database(admin: psycopg.Connection, database: ServiceDatabase) -> No
 
 
 def apply_migrations(url: str, database: ServiceDatabase) -> list[str]:
-    """Apply, as the service's own role, every migration not applied yet; return their names."""
-    applied_now: list[str] = []
+    """Apply, as the service's own role, every migration not applied yet (the runtime's first,
+    where the service runs it); return their names."""
     with psycopg.connect(url, autocommit=True) as connection:
-        connection.execute(
-            """CREATE TABLE IF NOT EXISTS schema_migration (
-                   namespace  text        NOT NULL,
-                   version    integer     NOT NULL,
-                   name       text        NOT NULL,
-                   applied_at timestamptz NOT NULL DEFAULT now(),
-                   PRIMARY KEY (namespace, version))"""
-        )
-        for migration in migrations_for(database):
-            with connection.transaction():
-                connection.execute("SELECT pg_advisory_xact_lock(%s)", (PROVISIONING_LOCK,))
-                done = connection.execute(
-                    "SELECT 1 FROM schema_migration WHERE namespace = %s AND version = %s",
-                    (migration.namespace, migration.version),
-                ).fetchone()
-                if done:
-                    continue
-                connection.execute(migration.path.read_text())
-                connection.execute(
-                    "INSERT INTO schema_migration (namespace, version, name) VALUES (%s, %s, %s)",
-                    (migration.namespace, migration.version, migration.path.name),
-                )
-                applied_now.append(f"{database.name}: {migration.namespace}/{migration.path.name}")
+        try:
+            runtime = database.runs_consumer_runtime
+            applied_now = schema.migrate(connection, migration_folders(database), runtime=runtime)
+            if runtime:
+                schema.grant_relay(connection, RELAY_ROLE)
+        except schema.MigrationError as error:
+            raise LaunchError(str(error), "rename it, e.g. 0002_add_reservations.sql") from error
         # The auditor reads every table, now and later; it writes none.
         connection.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(AUDITOR_ROLE)))
         connection.execute(
@@ -110,7 +75,7 @@ def apply_migrations(url: str, database: ServiceDatabase) -> list[str]:
                 sql.Identifier(AUDITOR_ROLE)
             )
         )
-    return applied_now
+    return [f"{database.name}: {name}" for name in applied_now]
 
 
 def provision(settings: Settings, say: Callable[[str], None]) -> None:

@@ -4,10 +4,10 @@ import logging
 
 import uvicorn
 
+from effectively_once import logs
+from effectively_once.telemetry import announce_start
 from services.chaos_panel.app import create_app
 from services.chaos_panel.settings import PanelSettings
-from services.idempotent_consumer import logs
-from services.idempotent_consumer.telemetry import announce_start
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import make_asgi_app
 
+from effectively_once import request_checks
 from services import http_front_door
 from services.chaos_panel import controls, pages
 from services.chaos_panel.context import Panel, build_panel
@@ -53,7 +54,7 @@ def create_app(settings: PanelSettings, panel: Panel | None = None) -> FastAPI:
         return await call_next(request)
 
     http_front_door.install(
-        app, "the chaos panel's auditor database", http_front_door.configured_hosts() | _own_host(settings)
+        app, "the chaos panel's auditor database", request_checks.configured_hosts() | _own_host(settings)
     )
 
     @app.get("/healthz", tags=["health"])

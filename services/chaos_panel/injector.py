@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from effectively_once.dead_letters import dead_letter_headers
+from effectively_once.envelope import MAX_BODY_BYTES
 from services.chaos_panel.records import OutboxEvent
-from services.idempotent_consumer.dead_letters import dead_letter_headers
-from services.idempotent_consumer.envelope import MAX_BODY_BYTES
 from services.topology import CONSUMERS, EVENT_TOPICS, ORDERS_EVENTS, TOPIC_PARTITIONS
 
 POISON_KINDS = {

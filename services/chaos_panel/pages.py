@@ -11,12 +11,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from effectively_once.outcomes import Strategy
 from services.chaos_panel import charts, records, timeline
 from services.chaos_panel.context import Panel
 from services.chaos_panel.health import database_checks, kafka_check
 from services.chaos_panel.injector import POISON_KINDS
 from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token, same_origin
-from services.idempotent_consumer.outcomes import Strategy
 from services.topology import CONSUMERS, EVENT_TOPICS
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")

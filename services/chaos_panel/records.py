@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from outbox_relay.claim import ENVELOPE
+from effectively_once.relay.claim import ENVELOPE
 from services.chaos_panel.auditor import Query
 from services.topology import DATABASES
 

@@ -21,7 +21,7 @@ import secrets
 
 from fastapi import HTTPException, Request
 
-from services.http_front_door import origin_refusal
+from effectively_once.request_checks import origin_refusal
 
 TOKEN_COOKIE = "eo_panel_token"
 CSRF_COOKIE = "eo_csrf"

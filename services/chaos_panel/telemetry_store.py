@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from services.idempotent_consumer.dead_letters import dead_letter_headers
+from effectively_once.dead_letters import dead_letter_headers
 from services.topology import CONSUMERS, TELEMETRY_TOPIC, TOPIC_PARTITIONS
 
 log = logging.getLogger(__name__)

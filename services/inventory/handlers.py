@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from effectively_once.envelope import Envelope
+from effectively_once.outbox import add_to_outbox
+from effectively_once.processor import Connection, NonRetryable
 from services import saga_contract as contract
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.outbox import add_to_outbox
-from services.idempotent_consumer.processor import Connection, NonRetryable
 
 
 class OutOfStock(Exception):

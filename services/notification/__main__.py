@@ -2,10 +2,9 @@
 
 import sys
 
-from services.idempotent_consumer import runner
+from services import consumer_process
 from services.notification.handlers import DISPATCH_HANDLERS, PROJECTION_HANDLERS
 from services.saga_contract import not_handled
-from services.topology import consumer
 
 CONSUMERS = {
     "dispatch": ("notification-dispatch-v1", DISPATCH_HANDLERS),
@@ -17,4 +16,4 @@ if __name__ == "__main__":
     if role not in CONSUMERS:
         raise SystemExit(f"unknown role {role!r}: dispatch or projection")
     name, handlers = CONSUMERS[role]
-    runner.run(name, consumer(name).topics, handlers, ignored_types=not_handled(handlers))
+    consumer_process.run(name, handlers, ignored_types=not_handled(handlers))

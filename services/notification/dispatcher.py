@@ -16,12 +16,13 @@ from typing import Any
 
 import httpx
 
-from services import remote_call
+from effectively_once import remote_call
+from effectively_once.faults import FaultPoints
+from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, run_worker
+from effectively_once.remote_call import Kind, RetryPolicy
+from effectively_once.telemetry import NoTelemetry, Telemetry
 from services import saga_contract as contract
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
-from services.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, record_event, run_worker
-from services.remote_call import Kind, RetryPolicy
+from services.saga_events import record_event
 
 AFTER_SEND = "notification.after_send_before_record"
 POINTS = ("notification.before_send", AFTER_SEND)

@@ -8,13 +8,12 @@ import sys
 import uvicorn
 from prometheus_client import REGISTRY
 
+from effectively_once.telemetry import announce_start
+from services import consumer_process
 from services import saga_contract as contract
-from services.idempotent_consumer import runner
-from services.idempotent_consumer.telemetry import announce_start
 from services.orders.api import create_app
 from services.orders.saga import follow_saga_event
 from services.orders.saga_metrics import SagaStatesCollector
-from services.topology import consumer
 
 SAGA_EVENTS = (
     contract.INVENTORY_RESERVED,
@@ -40,8 +39,7 @@ def main() -> None:
             log_level="warning",
         )
     elif role == "saga":
-        saga = consumer("orders-saga-v1")
-        runner.run(saga.name, saga.topics, dict.fromkeys(SAGA_EVENTS, follow_saga_event))
+        consumer_process.run("orders-saga-v1", dict.fromkeys(SAGA_EVENTS, follow_saga_event))
     else:
         raise SystemExit(f"unknown role {role!r}: api or saga")
 

@@ -14,10 +14,10 @@ from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from effectively_once.envelope import Envelope
+from effectively_once.outbox import add_to_outbox
 from services import http_front_door
 from services import saga_contract as contract
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.outbox import add_to_outbox
 from services.saga_fields import MAX_KEY_LENGTH, MAX_LINES, EmailAddress, Quantity, Sku, idempotency_key_problem
 
 ORDERS_PLACED = Counter("eo_orders_placed", "Orders accepted by the API.", ["outcome"])

@@ -9,7 +9,7 @@ import psycopg
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from services.cached_reading import CachedReading
+from effectively_once.cached_reading import CachedReading
 from services.orders.domain import OrderStatus
 
 log = logging.getLogger(__name__)

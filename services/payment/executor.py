@@ -2,7 +2,7 @@
 
 The row stays locked (FOR UPDATE SKIP LOCKED) while the provider is called, so two executors
 never call for the same attempt at once; and should they ever, the provider answers the second
-with 409 or the stored response. What comes back decides (services/remote_call.py):
+with 409 or the stored response. What comes back decides (effectively_once/remote_call.py):
 
 - 200: authorized, PaymentAuthorized.
 - 402, a decline: the customer's card said no; declined, PaymentFailed (card_declined).
@@ -22,12 +22,13 @@ from typing import Any
 
 import httpx
 
-from services import remote_call
+from effectively_once import remote_call
+from effectively_once.faults import FaultPoints
+from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, run_worker
+from effectively_once.remote_call import CallResult, Kind, RetryPolicy
+from effectively_once.telemetry import NoTelemetry, Telemetry
 from services import saga_contract as contract
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
-from services.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, record_event, run_worker
-from services.remote_call import CallResult, Kind, RetryPolicy
+from services.saga_events import record_event
 
 AFTER_CALL = "payment.after_provider_call_before_record"
 POINTS = ("payment.before_provider_call", AFTER_CALL)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from effectively_once.envelope import Envelope
+from effectively_once.processor import Connection, NonRetryable
 from services import saga_contract as contract
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.processor import Connection, NonRetryable
 
 
 def idempotency_key(order_id: str, attempt: int) -> str:

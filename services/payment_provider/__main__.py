@@ -4,7 +4,7 @@ import os
 
 import uvicorn
 
-from services.idempotent_consumer.telemetry import announce_start
+from effectively_once.telemetry import announce_start
 from services.payment_provider.app import create_app
 
 if __name__ == "__main__":

@@ -15,15 +15,17 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from infra.launcher.kafka_broker import ensure_topics
-from services import idempotent_consumer
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.processor import (
+from effectively_once import schema
+from effectively_once.faults import FaultPoints
+from effectively_once.processor import (
+    PATHS,
     BulkHandler,
     Handler,
     MessageProcessor,
     ProcessorConfig,
 )
+from effectively_once.teaching import with_teaching_paths
+from infra.launcher.kafka_broker import ensure_topics
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import SCHEMA
 from tests.support.sandboxes import running
@@ -43,7 +45,7 @@ def runtime_db(settings: Settings) -> str:
     url = with_credentials(admin_url, parts.username or "postgres", parts.password or "", RUNTIME_TESTS_DATABASE)
     with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
         connection.execute("SELECT pg_advisory_xact_lock(7301002)")
-        for migration in sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")):
+        for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
             connection.execute(migration.read_text())
         connection.execute(SCHEMA)
     return url
@@ -91,6 +93,7 @@ def make_processor(runtime_db: str) -> Iterator[ProcessorFactory]:
             handlers=handlers,
             faults=faults,
             bulk_handlers=bulk_handlers,
+            paths=with_teaching_paths(PATHS),
         )
         made.append(processor)
         return processor
@@ -115,7 +118,7 @@ def isolated_schema(runtime_db: str, *migrations: Path) -> str:
 def service_schema(runtime_db: str, service: str) -> str:
     """A schema holding the runtime's tables and `service`'s own, as its database has them."""
     own = sorted((PROJECT_ROOT / "services" / service / "migrations").glob("*.sql"))
-    return isolated_schema(runtime_db, *sorted(idempotent_consumer.MIGRATIONS.glob("*.sql")), *own)
+    return isolated_schema(runtime_db, *sorted(schema.MIGRATIONS.glob("*.sql")), *own)
 
 
 @dataclass

@@ -8,8 +8,8 @@ import httpx
 import pytest
 from confluent_kafka import Producer
 
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.faults import CRASH_EXIT_CODE
+from effectively_once.envelope import Envelope
+from effectively_once.faults import CRASH_EXIT_CODE
 from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.consumer_process import ConsumerProcess

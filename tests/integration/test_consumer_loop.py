@@ -14,10 +14,10 @@ import psycopg
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
-from services.idempotent_consumer import runner
-from services.idempotent_consumer.consumer_loop import ConsumerLoop
-from services.idempotent_consumer.dead_letters import dead_letter_headers
-from services.idempotent_consumer.envelope import MAX_BODY_BYTES, Envelope
+from effectively_once import runner
+from effectively_once.consumer_loop import ConsumerLoop
+from effectively_once.dead_letters import dead_letter_headers
+from effectively_once.envelope import MAX_BODY_BYTES, Envelope
 from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows

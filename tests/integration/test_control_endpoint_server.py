@@ -6,8 +6,8 @@ import socket
 
 import httpx
 
-from services.idempotent_consumer.control import serve_control
-from services.idempotent_consumer.faults import FaultPoints
+from effectively_once.control import serve_control
+from effectively_once.faults import FaultPoints
 from tests.support.network import free_port
 
 

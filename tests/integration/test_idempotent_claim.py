@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.outcomes import Outcome
-from services.idempotent_consumer.processor import Connection, Handler, NonRetryable, RetryLater, TerminalFailure
+from effectively_once.envelope import Envelope
+from effectively_once.faults import FaultPoints
+from effectively_once.outcomes import Outcome
+from effectively_once.processor import Connection, Handler, NonRetryable, RetryLater, TerminalFailure
 from tests.integration.conftest import ProcessorFactory
 from tests.support.ledger import (
     LEDGER_ENTRY,

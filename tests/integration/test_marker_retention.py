@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import psycopg
 
-from services.idempotent_consumer.retention import MarkerPurger, purge_markers
+from effectively_once.retention import MarkerPurger, purge_markers
 from tests.support.waiting import wait_for
 
 

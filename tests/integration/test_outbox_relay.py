@@ -20,23 +20,22 @@ from confluent_kafka import Consumer, Message, Producer
 from prometheus_client import REGISTRY
 from psycopg.conninfo import make_conninfo
 
+from effectively_once import runner, schema
+from effectively_once.envelope import decode
+from effectively_once.faults import CRASH_EXIT_CODE, FaultPoints
+from effectively_once.outbox import add_to_outbox
+from effectively_once.relay.publish import producer_settings
+from effectively_once.relay.settings import RelaySettings
+from effectively_once.relay.worker import DatabaseRelay
 from infra.launcher.kafka_broker import ensure_topics
 from infra.launcher.supervisor import Supervisor
-from outbox_relay.publish import producer_settings
-from outbox_relay.settings import RelaySettings
-from outbox_relay.worker import DatabaseRelay
-from services import idempotent_consumer
-from services.idempotent_consumer import runner
-from services.idempotent_consumer.envelope import decode
-from services.idempotent_consumer.faults import CRASH_EXIT_CODE, FaultPoints
-from services.idempotent_consumer.outbox import add_to_outbox
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import database
 from tests.support.launcher_run import LauncherRun
 from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
 from tests.support.waiting import wait_for
 
-OUTBOX_MIGRATION = idempotent_consumer.MIGRATIONS / "0002_outbox.sql"
+OUTBOX_MIGRATION = schema.MIGRATIONS / "0002_outbox.sql"
 
 
 @pytest.fixture
@@ -188,7 +187,7 @@ def test_the_relay_wakes_on_notify_and_publishes_within_moments_of_a_commit(
 
 def run_relay_process(url: str, bootstrap: str, **environment: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "outbox_relay"],
+        [sys.executable, "-m", "effectively_once.relay"],
         cwd=PROJECT_ROOT,
         env={
             **os.environ,

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from effectively_once.faults import FaultPoints
+from effectively_once.pending_work import RedriveRefused
+from effectively_once.remote_call import RetryPolicy
 from services import saga_contract as contract
-from services.idempotent_consumer.faults import FaultPoints
 from services.notification import dispatcher
 from services.notification.handlers import DISPATCH_HANDLERS
 from services.payment import executor
-from services.pending_work import RedriveRefused
-from services.remote_call import RetryPolicy
 from tests.integration.conftest import Sandbox, service_schema
 from tests.integration.test_saga_services import _authorized, _one, _outbox_types, _pending_payment
 

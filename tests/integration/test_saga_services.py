@@ -9,10 +9,10 @@ import uuid
 import psycopg
 import pytest
 
+from effectively_once.envelope import Envelope
+from effectively_once.faults import FaultAction, FaultPoints, InjectedFault
+from effectively_once.outcomes import Outcome
 from services import saga_contract as contract
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.faults import FaultAction, FaultPoints, InjectedFault
-from services.idempotent_consumer.outcomes import Outcome
 from services.inventory.handlers import HANDLERS as INVENTORY
 from services.notification import dispatcher
 from services.notification.handlers import DISPATCH_HANDLERS

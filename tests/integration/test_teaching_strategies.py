@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from services.idempotent_consumer.faults import FaultAction, FaultPoints
-from services.idempotent_consumer.outcomes import Outcome, Strategy
+from effectively_once.faults import FaultAction, FaultPoints
+from effectively_once.outcomes import Outcome, Strategy
 from tests.integration.conftest import ProcessorFactory
 from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows, markers
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import psycopg
 
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.processor import BulkHandler, Connection, Handler
+from effectively_once.envelope import Envelope
+from effectively_once.processor import BulkHandler, Connection, Handler
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (

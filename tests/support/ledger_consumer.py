@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import sys
 
-from services.idempotent_consumer import runner
+from effectively_once import runner
+from effectively_once.processor import PATHS
+from effectively_once.teaching import with_teaching_paths
 from tests.support.ledger import LEDGER_ENTRY, ledger_handler
 
 
@@ -19,6 +21,8 @@ def main() -> None:
         (topic,),
         {LEDGER_ENTRY: ledger_handler(consumer_name)},
         dead_letter_topic=dead_letter_topic,
+        paths=with_teaching_paths(PATHS),
+        lab=True,
     )
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from services.cached_reading import CachedReading
+from effectively_once.cached_reading import CachedReading
 
 
 def test_a_reading_is_taken_once_per_period_and_a_failed_one_keeps_the_last() -> None:

@@ -151,8 +151,10 @@ def test_both_prometheus_configurations_scrape_the_same_processes_on_the_same_po
 
 def test_the_image_holds_every_package_the_processes_import() -> None:
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
-    for package in ("services", "infra", "outbox_relay", "dashboards"):
+    for package in ("effectively_once", "services", "infra", "dashboards"):
         assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.M), package
+    # The runtime goes into the image as an installed wheel, its source removed after.
+    assert re.search(r"^RUN uv sync --frozen --no-dev --no-editable && rm -rf effectively_once$", dockerfile, re.M)
 
 
 def test_scaled_consumers_get_a_static_membership_id_per_container(compose: dict[str, Any]) -> None:

@@ -4,8 +4,8 @@ import io
 import json
 from typing import Any
 
-from services.idempotent_consumer.control import control_app
-from services.idempotent_consumer.faults import FaultAction, FaultPoints
+from effectively_once.control import control_app
+from effectively_once.faults import FaultAction, FaultPoints
 
 
 def environ_of(method: str, path: str, raw: bytes = b"", query: str = "", **headers: str) -> dict[str, Any]:
@@ -71,7 +71,12 @@ class _FakeConsumerProcess:
     def strategy(self) -> str:
         return self.current
 
+    def strategies(self) -> list[str]:
+        return ["correct", "check_then_act"]
+
     def set_strategy(self, strategy: str) -> None:
+        if strategy not in self.strategies():
+            raise ValueError(f"strategy {strategy!r} is not installed in this process")
         self.current = strategy
 
     def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
@@ -114,6 +119,9 @@ def test_a_consumer_process_reports_and_switches_its_strategy() -> None:
     assert status == "200 OK" and runtime.current == "check_then_act"
     status, body = _runtime_call(runtime, "POST", "/strategy", {"strategy": "trust me"})
     assert status.startswith("400") and "strategy: Input should be" in body["error"]
+    status, body = _runtime_call(runtime, "POST", "/strategy", {"strategy": "no_dedup"})
+    assert status.startswith("409") and "not installed" in body["error"]
+    assert runtime.current == "check_then_act"
     assert runtime.current == "check_then_act"
 
 

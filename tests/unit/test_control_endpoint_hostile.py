@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from services.idempotent_consumer.control import ROUTES, control_app
-from services.idempotent_consumer.faults import FaultPoints
+from effectively_once.control import ROUTES, control_app
+from effectively_once.faults import FaultPoints
 from tests.support.hostile_requests import Drawn, Operation, examples, requests_for
 from tests.unit.test_control_endpoint import _FakeConsumerProcess, environ_of
 

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from services.idempotent_consumer.envelope import MAX_BODY_BYTES, Envelope, PoisonMessage, decode
+from effectively_once.envelope import MAX_BODY_BYTES, Envelope, PoisonMessage, decode
 
 
 def _body(**changes: object) -> bytes:

@@ -5,7 +5,7 @@ import threading
 import pytest
 from psycopg import errors
 
-from services.idempotent_consumer.faults import CRASH_EXIT_CODE, FaultAction, FaultPoints, InjectedFault
+from effectively_once.faults import CRASH_EXIT_CODE, FaultAction, FaultPoints, InjectedFault
 
 
 class Exited(Exception):

@@ -9,7 +9,7 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.remote_call import TRANSIENT_STATUSES, Kind, RetryPolicy, classify_status, of_error, of_response
+from effectively_once.remote_call import TRANSIENT_STATUSES, Kind, RetryPolicy, classify_status, of_error, of_response
 
 
 @given(st.integers(100, 599))

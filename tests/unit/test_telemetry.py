@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.idempotent_consumer.telemetry import KafkaTelemetry, ids, report_faults
+from effectively_once.telemetry import KafkaTelemetry, ids, report_faults
 
 
 class _Producer:

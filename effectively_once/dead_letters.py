@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from services.idempotent_consumer import metrics
+from . import metrics
 
 HEADER_PREFIX = "eo-"
 

@@ -11,21 +11,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import queue
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from services.idempotent_consumer import metrics
-from services.idempotent_consumer.dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
-from services.idempotent_consumer.envelope import Envelope, PoisonMessage, decode
-from services.idempotent_consumer.outcomes import Outcome, Strategy
-from services.idempotent_consumer.processor import MessageProcessor, TerminalFailure
-from services.idempotent_consumer.telemetry import ids
+from . import metrics
+from .dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
+from .envelope import Envelope, PoisonMessage, decode
+from .outcomes import Outcome
+from .processor import MessageProcessor, TerminalFailure
+from .telemetry import ids
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +77,7 @@ class ConsumerLoop:
         dead_letters: DeadLetterPublisher,
         consumer_factory: Callable[[dict[str, Any]], Consumer] = Consumer,
         on_close: Callable[[], None] = lambda: None,
+        between_polls: Callable[[Consumer], None] | None = None,
     ) -> None:
         self.config = config
         self.processor = processor
@@ -90,11 +89,8 @@ class ConsumerLoop:
         self._on_close = on_close
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
-        self._rewinds: queue.Queue[tuple[int | None, Future[list[dict[str, Any]]]]] = queue.Queue()
-        self._hold_requests: queue.Queue[tuple[str, float, Future[list[dict[str, Any]]]]] = queue.Queue()
-        self._held: dict[str, float] = {}
-        """Topic -> when its hold ends (monotonic clock)."""
-        self._paused: set[tuple[str, int]] = set()
+        self.between_polls = between_polls
+        """Called with the Kafka consumer before each poll (the lab controls' hook; none in production)."""
         self._retry_round = 0
         self.handled = 0
         """Deliveries acknowledged so far (committed or dead-lettered)."""
@@ -102,96 +98,6 @@ class ConsumerLoop:
     def stop(self) -> None:
         """Finish the message in hand, then leave (SIGTERM calls this)."""
         self._stopping = True
-
-    def request_rewind(self, to_timestamp_ms: int | None = None) -> Future[list[dict[str, Any]]]:
-        """Ask the loop to seek its partitions back: to the beginning, or to the first message
-        at or after `to_timestamp_ms`. Everything after is delivered again, for real.
-
-        A group's committed offsets cannot be changed from outside while it has members, so the
-        members move themselves; the future resolves with the partitions and their new offsets.
-        """
-        future: Future[list[dict[str, Any]]] = Future()
-        self._rewinds.put((to_timestamp_ms, future))
-        return future
-
-    def _rewind_now(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
-        assignment = self._consumer.assignment()
-        if not assignment:
-            return []
-        if to_timestamp_ms is None:
-            targets = [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in assignment]
-        else:
-            found = self._consumer.offsets_for_times(
-                [TopicPartition(tp.topic, tp.partition, to_timestamp_ms) for tp in assignment], timeout=10
-            )
-            targets = [
-                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
-            ]
-        for target in targets:
-            self._consumer.seek(target)
-        moved = [
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "offset": {OFFSET_BEGINNING: "beginning", OFFSET_END: "end"}.get(tp.offset, tp.offset),
-            }
-            for tp in targets
-        ]
-        log.warning(
-            "rewound %d partition(s); what follows is delivered again", len(moved), extra={"consumer": self.name}
-        )
-        self.processor.telemetry.emit("rewind", consumer=self.name, partitions=moved, to_timestamp_ms=to_timestamp_ms)
-        return moved
-
-    def request_hold(self, topic: str, seconds: float) -> Future[list[dict[str, Any]]]:
-        """Ask the loop to hold `topic` back for `seconds` (0: release it now): its partitions
-        are paused, so its messages wait on the broker while other topics flow. This is how the
-        out-of-order lab delivers one order's events in another order than they were written."""
-        future: Future[list[dict[str, Any]]] = Future()
-        self._hold_requests.put((topic, seconds, future))
-        return future
-
-    def holds(self) -> dict[str, float]:
-        """Topic -> seconds its hold has left."""
-        now = time.monotonic()
-        return {topic: round(max(0.0, until - now), 1) for topic, until in dict(self._held).items()}
-
-    def _serve_holds(self) -> None:
-        """Start, end and keep up holds (a rebalance hands over partitions unpaused)."""
-        now = time.monotonic()
-        requested: list[tuple[str, Future[list[dict[str, Any]]]]] = []
-        while not self._hold_requests.empty():
-            topic, seconds, future = self._hold_requests.get_nowait()
-            self._held[topic] = now + seconds
-            requested.append((topic, future))
-        for topic in [t for t, until in self._held.items() if until <= now]:
-            del self._held[topic]
-            resumed = [TopicPartition(t, p) for t, p in self._paused if t == topic]
-            if resumed:
-                self._consumer.resume(resumed)
-                self._paused -= {(tp.topic, tp.partition) for tp in resumed}
-            log.info("released %s", topic, extra={"consumer": self.name})
-        to_pause = [
-            TopicPartition(tp.topic, tp.partition)
-            for tp in self._consumer.assignment()
-            if tp.topic in self._held and (tp.topic, tp.partition) not in self._paused
-        ]
-        if to_pause:
-            self._consumer.pause(to_pause)
-            self._paused |= {(tp.topic, tp.partition) for tp in to_pause}
-            log.warning("holding back %d partition(s)", len(to_pause), extra={"consumer": self.name})
-        for topic, future in requested:
-            held = topic in self._held
-            partitions = sorted(p for t, p in self._paused if t == topic)
-            future.set_result([{"topic": topic, "partition": p, "held": held} for p in partitions])
-
-    def _serve_rewinds(self) -> None:
-        while not self._rewinds.empty():
-            to_timestamp_ms, future = self._rewinds.get_nowait()
-            try:
-                future.set_result(self._rewind_now(to_timestamp_ms))
-            except KafkaException as error:
-                future.set_exception(error)
 
     def run(self, until: Callable[[], bool] = lambda: False) -> None:
         """Consume until stop() or `until()`; then close, committing what is stored."""
@@ -203,10 +109,8 @@ class ConsumerLoop:
         )
         try:
             while not self._stopping and not until():
-                if not self._rewinds.empty():
-                    self._serve_rewinds()
-                if self._held or not self._hold_requests.empty():
-                    self._serve_holds()
+                if self.between_polls is not None:
+                    self.between_polls(self._consumer)
                 messages = self._next_messages()
                 if messages:
                     self.handle(messages)
@@ -247,7 +151,6 @@ class ConsumerLoop:
     # Rebalances -----------------------------------------------------------------------------
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._paused -= {(tp.topic, tp.partition) for tp in partitions}
         for partition in partitions:  # another member reports these now
             with contextlib.suppress(KeyError):
                 metrics.LAG_MESSAGES.remove(self.name, partition.topic, str(partition.partition))
@@ -258,7 +161,6 @@ class ConsumerLoop:
                 log.warning("commit on revoke failed: %s", error, extra={"consumer": self.name})
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._paused -= {(tp.topic, tp.partition) for tp in partitions}
         log.warning(
             "partitions lost; nothing committed for them: they will be redelivered",
             extra={"consumer": self.name},
@@ -295,7 +197,7 @@ class ConsumerLoop:
 
     def _handle_transaction(self, deliveries: list[_Delivery]) -> bool:
         """One transaction's worth of deliveries; False when some were left unacknowledged."""
-        if self.processor.config.strategy is Strategy.ACK_BEFORE_COMMIT:
+        if self.processor.path.acknowledges_first:
             # The teaching mistake: the offset is committed before the transaction even begins.
             for delivery in deliveries:
                 self._consumer.store_offsets(message=delivery.message)

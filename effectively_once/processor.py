@@ -1,8 +1,9 @@
-"""One message, one transaction: the marker and the business change commit together or not at all.
+"""Around the correct path: which messages it may take, retries, batches, and bookkeeping.
 
-This is the part of the runtime a team copies. It knows nothing of Kafka: it takes decoded events
-and an open PostgreSQL connection, and says what became of each. The Kafka loop acknowledges
-only what this module reports as committed (applied or duplicate) or dead-lettered.
+It knows nothing of Kafka: it takes decoded events and a way to connect to PostgreSQL, runs each
+through its path (correct_path.py, or a teaching plug-in the process was given), and says what
+became of each. The Kafka loop acknowledges only what this module reports as committed (applied,
+duplicate, ignored) or, once its dead letter is confirmed, failed.
 """
 
 from __future__ import annotations
@@ -10,43 +11,52 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import IsolationLevel, errors
-from psycopg.pq import DiagnosticField, Escaping, ExecStatus, TransactionStatus
-from psycopg.pq.abc import PGresult
 
-from services.idempotent_consumer import metrics
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.outcomes import Outcome, Strategy
-from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry
+from . import metrics
+from .correct_path import (
+    Attempt,
+    BulkHandler,
+    Connection,
+    CorrectPath,
+    Handler,
+    HandlerBrokeTransaction,
+    claim,
+)
+from .envelope import Envelope
+from .faults import FaultPoints
+from .outcomes import Outcome, Strategy
+from .telemetry import NoTelemetry, Telemetry
+from .typed_payload import PayloadDoesNotFit, TypedHandler
 
 log = logging.getLogger(__name__)
 
-Connection = psycopg.Connection[Any]
-Handler = Callable[[Envelope, Connection], None]
-"""A service's business logic: it receives the event and the open transaction, and must not commit."""
-BulkHandler = Callable[[Sequence[Envelope], Connection], None]
-"""Optional, for batched mode: the same logic for a run of claimed events of one type, in order
-(one multi-row statement instead of one round trip per event)."""
+__all__ = ["BulkHandler", "Connection", "Handler", "MessageProcessor", "ProcessorConfig"]
 
-CLAIM = (
-    "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s) "
-    "ON CONFLICT DO NOTHING RETURNING message_id"
-)
-CLAIM_MANY = (
-    "INSERT INTO processed_message (consumer_name, message_id) SELECT %s, unnest(%s::text[]) "
-    "ON CONFLICT DO NOTHING RETURNING message_id"
-)
-CHECK = "SELECT 1 FROM processed_message WHERE consumer_name = %s AND message_id = %s"
-MESSAGE_ID_ONLY_CONSUMER = "(message-id-only)"
-"""The marker name the `message_id_only_key` mistake uses for every consumer alike."""
+
+class Path(Protocol):
+    """How a message's transaction runs: the correct path, or a teaching plug-in."""
+
+    strategy: Strategy
+    acknowledges_first: bool
+    """True only for the ack-before-commit mistake: the loop commits the offset first."""
+    batches: bool
+    """Whether many messages may share one transaction (attempt_batch)."""
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome: ...
+
+    def attempt_batch(self, run: Attempt, events: Sequence[Envelope], handlers: Sequence[Handler]) -> list[Outcome]: ...
+
+
+PATHS: Mapping[Strategy, Callable[[], Path]] = {Strategy.CORRECT: CorrectPath}
+"""What a processor runs when it is given nothing else: the correct path only."""
+
 
 ISOLATION_LEVELS = {
     "READ COMMITTED": IsolationLevel.READ_COMMITTED,
@@ -108,16 +118,6 @@ class BatchResult:
     retry_later: RetryLater | None = None
 
 
-def _error_of(result: PGresult) -> psycopg.Error:
-    """The psycopg exception (by SQLSTATE) for a failed raw query."""
-    message = (result.error_message or b"").decode(errors="replace").strip()
-    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
-    if not sqlstate:
-        return psycopg.OperationalError(message or "the connection failed")
-    error_class: type[psycopg.Error] = errors.lookup(sqlstate.decode())
-    return error_class(message)
-
-
 def _is_retryable_transaction_error(error: BaseException) -> bool:
     return isinstance(error, errors.SerializationFailure | errors.DeadlockDetected)
 
@@ -136,7 +136,14 @@ class MessageProcessor:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         telemetry: Telemetry | None = None,
+        paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
     ) -> None:
+        """`paths` are the strategies this processor may run (the correct one unless a process
+        passes teaching.TEACHING_PATHS as well); `config.strategy` must be one of them."""
+        self._paths = dict(paths)
+        if Strategy.CORRECT not in self._paths:
+            raise ValueError("the correct path must be among the paths a processor may run")
+        self.path = self._path_for(config.strategy)
         self.config = config
         self._connect = connect
         self._release = release
@@ -149,7 +156,6 @@ class MessageProcessor:
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         self._told: list[dict[str, Any]] | None = None
         """Deliveries of the batch being recorded, told as one telemetry record."""
-        self._seen_in_memory: set[str] = set()
         self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
         self._begin = f"BEGIN ISOLATION LEVEL {config.isolation_level}".encode()
         self._transaction_seconds = metrics.TRANSACTION_SECONDS.labels(config.consumer_name)
@@ -163,14 +169,26 @@ class MessageProcessor:
                 extra={"consumer": config.consumer_name, "strategy": config.strategy.value},
             )
 
+    def _path_for(self, strategy: Strategy) -> Path:
+        factory = self._paths.get(strategy)
+        if factory is None:
+            given = ", ".join(self._paths)
+            raise ValueError(f"strategy {strategy.value!r} is not installed in this process (it runs: {given})")
+        return factory()
+
+    def strategies(self) -> list[str]:
+        """The strategies this processor may run."""
+        return [strategy.value for strategy in self._paths]
+
     def switch_strategy(self, strategy: Strategy) -> None:
-        """Run every following message under `strategy` (the teaching switch)."""
+        """Run every following message under `strategy` (the teaching switch); a strategy whose
+        path this processor was not given is refused (ValueError)."""
         previous = self.config.strategy
+        self.path = self._path_for(strategy)
         self.config = replace(self.config, strategy=strategy)
         metrics.STRATEGY.labels(self.config.consumer_name, previous.value).set(0)
         metrics.precreate(self.config.consumer_name, strategy.value, self.handlers)
         self._outcome_counters.clear()
-        self._seen_in_memory.clear()
         level = logging.INFO if strategy is Strategy.CORRECT else logging.WARNING
         log.log(
             level,
@@ -193,26 +211,11 @@ class MessageProcessor:
             self.close()
             connection = self._connect()
             # Not autocommit: the first statement opens the transaction without a round trip
-            # of its own, and _transaction() ends it with COMMIT or ROLLBACK.
+            # of its own, and the path ends it with COMMIT or ROLLBACK.
             connection.autocommit = False
             connection.isolation_level = ISOLATION_LEVELS[self.config.isolation_level]
             self._connection = connection
         return self._connection
-
-    @contextmanager
-    def _transaction(self, connection: Connection) -> Iterator[None]:
-        """COMMIT when the block ends normally (a `return` included); ROLLBACK on any error."""
-        try:
-            yield
-        except BaseException:
-            if not connection.closed and not connection.broken:
-                try:
-                    connection.rollback()
-                except psycopg.Error:
-                    log.warning("rollback failed; the connection will be replaced")
-                    connection.close()
-            raise
-        connection.commit()
 
     def close(self) -> None:
         """Give the connection back (to its pool, which replaces it if it is broken)."""
@@ -233,6 +236,9 @@ class MessageProcessor:
             started = time.perf_counter()
             try:
                 outcome = self._run(event, handler)
+            except HandlerBrokeTransaction as broke:
+                self._record_failed_attempt(event, broke)
+                raise TerminalFailure("handler_broke_transaction", broke) from broke
             except Exception as error:
                 self._record_failed_attempt(event, error)
                 if self._connection_lost(error):
@@ -258,6 +264,11 @@ class MessageProcessor:
         handler = self.handlers.get(event.type)
         if handler is None:
             raise TerminalFailure("unknown_type", f"no handler for event type {event.type!r}")
+        if isinstance(handler, TypedHandler):
+            try:
+                handler = handler.bound(handler.validate(event))
+            except PayloadDoesNotFit as misfit:
+                raise TerminalFailure("invalid_payload", misfit) from misfit
         horizon = self.config.dedup_horizon
         if horizon is not None and event.occurred_at < self._clock() - horizon:
             raise TerminalFailure(
@@ -267,90 +278,20 @@ class MessageProcessor:
             )
         return handler
 
-    def _claim(self, connection: Connection, consumer_name: str, message_id: str) -> bool:
-        """Claim the marker: True when this transaction owns the message, False for a duplicate.
+    def _attempt(self) -> Attempt:
+        connection = self.connection
 
-        When it is the transaction's first statement, BEGIN and the claim travel together as
-        one simple-protocol query (the values escaped by libpq), saving a round trip on every
-        message: on the duplicate path that is a third of its cost. The SQL is CLAIM's.
-        """
-        started = time.perf_counter()
-        pgconn = connection.pgconn
-        if pgconn.transaction_status != TransactionStatus.IDLE:
-            claimed = connection.execute(CLAIM, (consumer_name, message_id)).fetchone() is not None
-        else:
-            escape, encoding = Escaping(pgconn), connection.info.encoding
-            result = pgconn.exec_(
-                b"%s; INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s) "
-                b"ON CONFLICT DO NOTHING RETURNING message_id"
-                % (
-                    self._begin,
-                    escape.escape_literal(consumer_name.encode(encoding)),
-                    escape.escape_literal(message_id.encode(encoding)),
-                )
-            )
-            if result.status != ExecStatus.TUPLES_OK:
-                raise _error_of(result)
-            claimed = result.ntuples == 1
-        self._claim_wait_seconds.observe(time.perf_counter() - started)
-        return claimed
+        def timed_claim(message_id: str, consumer_name: str = self.config.consumer_name) -> bool:
+            started = time.perf_counter()
+            claimed = claim(connection, consumer_name, message_id, self._begin)
+            self._claim_wait_seconds.observe(time.perf_counter() - started)
+            return claimed
+
+        return Attempt(connection, self.config.consumer_name, timed_claim, self.faults.hit, self.bulk_handlers)
 
     def _run(self, event: Envelope, handler: Handler) -> Outcome:
         """One attempt: one transaction (two under the separate-transaction mistakes)."""
-        strategy, name, hit = self.config.strategy, self.config.consumer_name, self.faults.hit
-        connection = self.connection
-        if strategy in (Strategy.CORRECT, Strategy.ACK_BEFORE_COMMIT, Strategy.MESSAGE_ID_ONLY_KEY):
-            marker_name = MESSAGE_ID_ONLY_CONSUMER if strategy is Strategy.MESSAGE_ID_ONLY_KEY else name
-            with self._transaction(connection):
-                hit("before_claim")
-                if not self._claim(connection, marker_name, event.message_id):
-                    return Outcome.DUPLICATE  # the empty transaction commits
-                hit("after_claim")
-                handler(event, connection)
-                hit("before_commit")
-            return Outcome.APPLIED
-        if strategy is Strategy.CHECK_THEN_ACT:
-            with self._transaction(connection):
-                if connection.execute(CHECK, (name, event.message_id)).fetchone():
-                    return Outcome.DUPLICATE
-                hit("after_check")
-                handler(event, connection)
-                connection.execute(CLAIM, (name, event.message_id))  # the conflict is ignored
-                hit("before_commit")
-            return Outcome.APPLIED
-        if strategy is Strategy.MARKER_BEFORE_IN_SEPARATE_TXN:
-            with self._transaction(connection):
-                if not self._claim(connection, name, event.message_id):
-                    return Outcome.DUPLICATE
-            hit("between_transactions")
-            with self._transaction(connection):
-                handler(event, connection)
-                hit("before_commit")
-            return Outcome.APPLIED
-        if strategy is Strategy.MARKER_AFTER_IN_SEPARATE_TXN:
-            with self._transaction(connection):
-                if connection.execute(CHECK, (name, event.message_id)).fetchone():
-                    return Outcome.DUPLICATE
-                handler(event, connection)
-                hit("before_commit")
-            hit("between_transactions")
-            with self._transaction(connection):
-                connection.execute(CLAIM, (name, event.message_id))
-            return Outcome.APPLIED
-        if strategy is Strategy.MEMORY_DEDUP_ONLY:
-            if event.message_id in self._seen_in_memory:
-                return Outcome.DUPLICATE
-            with self._transaction(connection):
-                handler(event, connection)
-                hit("before_commit")
-            self._seen_in_memory.add(event.message_id)
-            return Outcome.APPLIED
-        if strategy is Strategy.NO_DEDUP:
-            with self._transaction(connection):
-                handler(event, connection)
-                hit("before_commit")
-            return Outcome.APPLIED
-        raise AssertionError(f"unhandled strategy {strategy}")
+        return self.path.attempt(self._attempt(), event, handler)
 
     # Many messages, one transaction ------------------------------------------------------------
 
@@ -361,34 +302,14 @@ class MessageProcessor:
         own, so one poison message neither blocks nor doubles the rest. Teaching strategies
         always go one at a time.
         """
-        if len(events) == 1 or self.config.strategy not in (Strategy.CORRECT,):
+        if len(events) == 1 or not self.path.batches:
             return self._one_at_a_time(events)
         if any(event.type in self.config.ignored_types for event in events):
             return self._around_ignored(events)
-        outcomes: list[Outcome] = []
         started = time.perf_counter()
         try:
             handlers = [self._eligible(event) for event in events]
-            connection = self.connection
-            with self._transaction(connection):
-                self.faults.hit("before_claim")
-                unclaimed = {
-                    row[0]
-                    for row in connection.execute(
-                        CLAIM_MANY, (self.config.consumer_name, [e.message_id for e in events])
-                    )
-                }
-                claimed: list[tuple[Envelope, Handler]] = []
-                for event, handler in zip(events, handlers, strict=True):
-                    if event.message_id in unclaimed:
-                        unclaimed.discard(event.message_id)  # a second copy in the batch is a duplicate
-                        self.faults.hit("after_claim")
-                        claimed.append((event, handler))
-                        outcomes.append(Outcome.APPLIED)
-                    else:
-                        outcomes.append(Outcome.DUPLICATE)
-                self._apply_in_order(claimed, connection)
-                self.faults.hit("before_commit")
+            outcomes = self.path.attempt_batch(self._attempt(), events, handlers)
         except Exception as error:
             metrics.ROLLBACKS.labels(self.config.consumer_name).inc()
             if self._connection_lost(error):
@@ -410,22 +331,6 @@ class MessageProcessor:
             told, self._told = self._told, None
             self.telemetry.emit("deliveries", items=told)
         return BatchResult(list(outcomes))
-
-    def _apply_in_order(self, claimed: Sequence[tuple[Envelope, Handler]], connection: Connection) -> None:
-        """Run the handlers in message order; a run of one type goes to its bulk handler if any."""
-        position = 0
-        while position < len(claimed):
-            event_type = claimed[position][0].type
-            end = position
-            while end < len(claimed) and claimed[end][0].type == event_type:
-                end += 1
-            bulk = self.bulk_handlers.get(event_type)
-            if bulk is not None:
-                bulk([event for event, _ in claimed[position:end]], connection)
-            else:
-                for event, handler in claimed[position:end]:
-                    handler(event, connection)
-            position = end
 
     def _around_ignored(self, events: Sequence[Envelope]) -> BatchResult:
         """The batch without its ignored events, their IGNORED results put back in place."""

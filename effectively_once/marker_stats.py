@@ -10,7 +10,7 @@ import psycopg
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from services.cached_reading import CachedReading
+from .cached_reading import CachedReading
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from typing import Any
 import psycopg
 from confluent_kafka import Producer
 
-from outbox_relay import claim, metrics
-from outbox_relay.publish import publish
-from outbox_relay.settings import RelaySettings
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.telemetry import NoTelemetry, Telemetry, ids
+from ..faults import FaultPoints
+from ..telemetry import NoTelemetry, Telemetry, ids
+from . import claim, metrics
+from .publish import publish
+from .settings import RelaySettings
 
 log = logging.getLogger(__name__)
 
@@ -153,14 +153,7 @@ class DatabaseRelay:
 
     def purge(self, work: Connection) -> int:
         """Delete rows published longer ago than the retention horizon, 1,000 per transaction."""
-        horizon = timedelta(hours=self._settings.OUTBOX_RETENTION_HOURS)
-        total = 0
-        while True:
-            with work.transaction():
-                deleted = work.execute(claim.PURGE_PUBLISHED, {"horizon": horizon, "batch": 1000}).rowcount
-            total += deleted
-            if deleted < 1000:
-                break
+        total = claim.purge_published(work, timedelta(hours=self._settings.OUTBOX_RETENTION_HOURS))
         if total:
             metrics.PURGED.labels(self.name).inc(total)
         return total

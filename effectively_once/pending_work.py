@@ -6,7 +6,7 @@ the consumer (with its marker), the call carries an idempotency key derived from
 the result is recorded, with its event, in the transaction that holds the row's lock. A crash
 anywhere leaves the row pending, and the next take makes the same call with the same key.
 
-Every take ends in one of three ways (services/remote_call.py tells them apart): done; retried
+Every take ends in one of three ways (effectively_once/remote_call.py tells them apart): done; retried
 later with backoff (a transient failure younger than the policy's maximum age); or parked as
 failed with its reason and a failure event (a refusal, or transient failures past that age). No
 row waits for ever. Parked work is listed, and re-driven where the service allows it, through the
@@ -16,7 +16,6 @@ process's control endpoint (`GET /parked`, `POST /redrive`).
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -24,17 +23,11 @@ from typing import Any, ClassVar
 
 import psycopg
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services import saga_contract as contract
-from services.idempotent_consumer import logs
-from services.idempotent_consumer.control import serve_control
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.faults import FaultPoints
-from services.idempotent_consumer.outbox import add_to_outbox
-from services.idempotent_consumer.telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
-from services.idempotent_consumer.telemetry import connect as connect_telemetry
-from services.remote_call import RetryPolicy
+from .faults import FaultPoints
+from .process import ProcessSettings, load, serve, start, stop_on_signals
+from .remote_call import RetryPolicy
+from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +54,6 @@ class ParkedWork:
     def redrive(self, connection: Connection, order_id: str) -> dict[str, Any]:
         """Put the order's parked rows back to pending under their own keys, or raise RedriveRefused."""
         raise NotImplementedError
-
-
-def record_event(connection: Connection, event_type: str, order_id: str, payload: dict[str, Any]) -> None:
-    """Write a saga event to the outbox, in the transaction that records the work's result."""
-    add_to_outbox(connection, Envelope.new(event_type, order_id, payload), contract.TOPIC_OF[event_type])
 
 
 def parked_listing(rows: list[tuple[Any, ...]], work: str, redrivable: bool, why_not: str = "") -> list[dict[str, Any]]:
@@ -99,19 +87,13 @@ class ParkedControl:
             return {"service": self.parked.service, **self.parked.redrive(connection, order_id)}
 
 
-class WorkerSettings(BaseSettings):
-    model_config = SettingsConfigDict(extra="ignore")
+class WorkerSettings(ProcessSettings):
+    """What an executor process reads from its environment, with the default it runs with."""
 
-    DATABASE_URL: str
-    CONTROL_PORT: int | None = None
-    CONTROL_HOST: str = "127.0.0.1"
-    EO_FAULTS: str = ""
-    EO_PROCESS_NAME: str | None = None
-    KAFKA_BOOTSTRAP_SERVERS: str = ""
-    TELEMETRY_TOPIC: str = TELEMETRY_TOPIC
-    """Where this executor's faults and starts are told (empty, or no Kafka: nowhere)."""
-    LOG_LEVEL: str = "INFO"
-    POLL_INTERVAL_SECONDS: float = 0.5
+    DATABASE_URL: str = Field(min_length=1)
+    """The service's database, holding its pending work."""
+    POLL_INTERVAL_SECONDS: float = Field(default=0.5, gt=0)
+    """The fallback when no notification comes."""
     PENDING_WORK_MAX_AGE_SECONDS: float = Field(default=300.0, gt=0)
     """How long transient failures are retried (from the first try, or the last re-drive) before
     the work is parked."""
@@ -127,30 +109,13 @@ class WorkerSettings(BaseSettings):
 
 def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ...], parked: ParkedWork) -> None:
     """Run an executor process until SIGTERM."""
-    settings = WorkerSettings()  # type: ignore[call-arg]
+    settings = load(WorkerSettings)
     policy = settings.retry_policy
-    logs.configure(getattr(logging, settings.LOG_LEVEL.upper(), logging.INFO))
-    telemetry = connect_telemetry(
-        settings.KAFKA_BOOTSTRAP_SERVERS,
-        settings.EO_PROCESS_NAME or name,
-        None,
-        settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else "",
-    )
-    faults = FaultPoints()
-    faults.on_fire = report_faults(telemetry)
-    if settings.EO_FAULTS:
-        faults.arm_from_spec(settings.EO_FAULTS)
-    if settings.CONTROL_PORT:
-        serve_control(
-            faults,
-            settings.CONTROL_HOST,
-            settings.CONTROL_PORT,
-            points=points,
-            parked=ParkedControl(settings.DATABASE_URL, parked),
-        )
+    started = start(settings, name)
+    telemetry, faults = started.telemetry, started.faults
+    serve(started, settings, points=points, parked=ParkedControl(settings.DATABASE_URL, parked))
     stopping = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopping.set())
+    stop_on_signals(stopping.set)
     log.info("%s: working", name)
     telemetry.emit("started")
     failures = 0

@@ -33,6 +33,3 @@ $$;
 DROP TRIGGER IF EXISTS outbox_notify ON outbox;
 CREATE TRIGGER outbox_notify AFTER INSERT ON outbox
     FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('outbox');
-
--- The shared relay reads, marks and purges outbox rows, and nothing else.
-GRANT SELECT, UPDATE, DELETE ON outbox TO outbox_relay;

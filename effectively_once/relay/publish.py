@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from outbox_relay.claim import OutboxRow
+from .claim import OutboxRow
 
 
 def producer_settings(bootstrap_servers: str, delivery_timeout_seconds: float) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The outbox writer: a service adds its events inside its own transaction.
 
 Nothing is published here. If the transaction rolls back, the event never existed; if it
-commits, the relay (outbox_relay/) publishes it with the same message id, however many times it
+commits, the relay (relay/) publishes it with the same message id, however many times it
 takes.
 """
 
@@ -11,8 +11,8 @@ import json
 
 from psycopg.pq import TransactionStatus
 
-from services.idempotent_consumer.envelope import Envelope
-from services.idempotent_consumer.processor import Connection
+from .envelope import Envelope
+from .processor import Connection
 
 INSERT = """
 INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, event_version, topic,

@@ -45,7 +45,9 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import make_wsgi_app
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from services.http_front_door import (
+from .faults import FAULTS_FIRED, RUNTIME_POINTS, FaultAction, FaultPoints
+from .outcomes import Strategy
+from .request_checks import (
     configured_hosts,
     cut,
     host_allowed,
@@ -53,8 +55,6 @@ from services.http_front_door import (
     origin_refusal,
     request_line_problem,
 )
-from services.idempotent_consumer.faults import FAULTS_FIRED, RUNTIME_POINTS, FaultAction, FaultPoints
-from services.idempotent_consumer.outcomes import Strategy
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
 MAX_BODY = 4096
@@ -71,8 +71,12 @@ class RuntimeControl(Protocol):
         """The teaching strategy the consumer runs now."""
         ...
 
+    def strategies(self) -> list[str]:
+        """The strategies this process was given (the teaching ones only where it passed them)."""
+        ...
+
     def set_strategy(self, strategy: str) -> None:
-        """Switch to `strategy` (stored, so a restart keeps it)."""
+        """Switch to `strategy` (stored, so a restart keeps it); ValueError if it is not installed."""
         ...
 
     def rewind(self, to_timestamp_ms: int | None) -> list[dict[str, Any]]:
@@ -223,11 +227,14 @@ def _runtime(runtime: RuntimeControl, path: str, method: str, environ: dict[str,
         return "200 OK", {
             "consumer": runtime.consumer_name,
             "strategy": runtime.strategy(),
-            "strategies": list(Strategy),
+            "strategies": runtime.strategies(),
         }
     if path == "/strategy" and method == "POST":
         chosen = _read(environ, StrategyRequest).strategy
-        runtime.set_strategy(str(chosen))
+        try:
+            runtime.set_strategy(str(chosen))
+        except ValueError as error:
+            raise Refusal("409 Conflict", str(error)) from None
         return "200 OK", {"consumer": runtime.consumer_name, "strategy": str(chosen)}
     if path == "/rewind" and method == "POST":
         try:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
-from services.idempotent_consumer.outcomes import Outcome
+from .outcomes import Outcome
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series beside every counter: dashboards do not use them
 

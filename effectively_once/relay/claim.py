@@ -12,6 +12,7 @@ failure (the rows after it wait for it). The locks go with COMMIT, after the mar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -135,3 +136,15 @@ def backlog(connection: Connection) -> tuple[int, float]:
     """Unpublished rows, and the age in seconds of the oldest."""
     row = connection.execute(BACKLOG).fetchone()
     return (int(row[0]), float(row[1])) if row else (0, 0.0)
+
+
+def purge_published(connection: Connection, horizon: timedelta, batch_size: int = 1000) -> int:
+    """Delete rows published longer ago than `horizon`, `batch_size` per transaction (each
+    skipping rows another holds); return how many went. Unpublished rows are never touched."""
+    total = 0
+    while True:
+        with connection.transaction():
+            deleted = connection.execute(PURGE_PUBLISHED, {"horizon": horizon, "batch": batch_size}).rowcount
+        total += deleted
+        if deleted < batch_size:
+            return total

@@ -1,0 +1,207 @@
+"""Controls for the workshop's labs, outside the correct path: rewind a group member, hold a
+topic back, shorten the dedup horizon, switch a member to a teaching strategy.
+
+A loop gets them through one hook (`ConsumerLoop(between_polls=LabControls(...))`), called with
+the Kafka consumer before each poll: requests from the control endpoint's thread wait in queues
+until then, because only the polling thread may seek or pause. A production process that passes
+no hook has none of this.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from concurrent.futures import Future
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+
+from . import strategy_store
+from .consumer_loop import ConsumerLoop
+from .outcomes import Strategy
+from .retention import purge_markers
+from .telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+Partitions = list[dict[str, Any]]
+
+
+class LabControls:
+    """One group member's rewinds and holds, served between its polls."""
+
+    def __init__(self, name: str, telemetry: Telemetry) -> None:
+        self.name, self.telemetry = name, telemetry
+        self._rewinds: queue.Queue[tuple[int | None, Future[Partitions]]] = queue.Queue()
+        self._hold_requests: queue.Queue[tuple[str, float, Future[Partitions]]] = queue.Queue()
+        self._held: dict[str, float] = {}
+        """Topic -> when its hold ends (monotonic clock)."""
+
+    def request_rewind(self, to_timestamp_ms: int | None = None) -> Future[Partitions]:
+        """Seek the member's partitions back: to the beginning, or to the first message at or after
+        `to_timestamp_ms`. Everything after is delivered again, for real. (A group's committed
+        offsets cannot be changed from outside while it has members, so the members move
+        themselves; the future resolves with the partitions and their new offsets.)"""
+        future: Future[Partitions] = Future()
+        self._rewinds.put((to_timestamp_ms, future))
+        return future
+
+    def request_hold(self, topic: str, seconds: float) -> Future[Partitions]:
+        """Hold `topic` back for `seconds` (0: release it now): its partitions are paused, so its
+        messages wait on the broker while other topics flow (the out-of-order lab)."""
+        future: Future[Partitions] = Future()
+        self._hold_requests.put((topic, seconds, future))
+        return future
+
+    def holds(self) -> dict[str, float]:
+        """Topic -> seconds its hold has left."""
+        now = time.monotonic()
+        return {topic: round(max(0.0, until - now), 1) for topic, until in dict(self._held).items()}
+
+    def __call__(self, consumer: Consumer) -> None:
+        """The hook: serve what was asked since the last poll, and keep holds up."""
+        while not self._rewinds.empty():
+            to_timestamp_ms, future = self._rewinds.get_nowait()
+            try:
+                future.set_result(self._rewind(consumer, to_timestamp_ms))
+            except KafkaException as error:
+                future.set_exception(error)
+        if self._held or not self._hold_requests.empty():
+            self._serve_holds(consumer)
+
+    def _rewind(self, consumer: Consumer, to_timestamp_ms: int | None) -> Partitions:
+        assignment = consumer.assignment()
+        if not assignment:
+            return []
+        if to_timestamp_ms is None:
+            targets = [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in assignment]
+        else:
+            found = consumer.offsets_for_times(
+                [TopicPartition(tp.topic, tp.partition, to_timestamp_ms) for tp in assignment], timeout=10
+            )
+            targets = [
+                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
+            ]
+        for target in targets:
+            consumer.seek(target)
+        moved = [
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "offset": {OFFSET_BEGINNING: "beginning", OFFSET_END: "end"}.get(tp.offset, tp.offset),
+            }
+            for tp in targets
+        ]
+        log.warning(
+            "rewound %d partition(s); what follows is delivered again", len(moved), extra={"consumer": self.name}
+        )
+        self.telemetry.emit("rewind", consumer=self.name, partitions=moved, to_timestamp_ms=to_timestamp_ms)
+        return moved
+
+    def _serve_holds(self, consumer: Consumer) -> None:
+        """Start and end holds, and pause every assigned partition of a held topic again (pausing
+        is local and idempotent; a rebalance hands partitions over unpaused)."""
+        now = time.monotonic()
+        requested: list[tuple[str, Future[Partitions]]] = []
+        while not self._hold_requests.empty():
+            topic, seconds, future = self._hold_requests.get_nowait()
+            self._held[topic] = now + seconds
+            requested.append((topic, future))
+        assigned = [TopicPartition(tp.topic, tp.partition) for tp in consumer.assignment()]
+        for topic in [t for t, until in self._held.items() if until <= now]:
+            del self._held[topic]
+            resumed = [tp for tp in assigned if tp.topic == topic]
+            if resumed:
+                consumer.resume(resumed)
+            log.info("released %s", topic, extra={"consumer": self.name})
+        to_pause = [tp for tp in assigned if tp.topic in self._held]
+        if to_pause:
+            consumer.pause(to_pause)
+        for topic, future in requested:
+            held = topic in self._held
+            partitions = sorted(tp.partition for tp in assigned if tp.topic == topic)
+            if held:
+                log.warning("holding back %s (%d partition(s))", topic, len(partitions), extra={"consumer": self.name})
+            future.set_result([{"topic": topic, "partition": p, "held": held} for p in partitions])
+
+
+class LabProcess:
+    """The members of one consumer process, as its control endpoint sees them."""
+
+    def __init__(
+        self,
+        consumer_name: str,
+        members: list[tuple[ConsumerLoop, LabControls]],
+        database_url: str,
+        telemetry: Telemetry,
+        configured_horizon: timedelta | None = None,
+    ):
+        self.consumer_name = consumer_name
+        self.members = members
+        self._database_url = database_url
+        self._telemetry = telemetry
+        self._configured_horizon = configured_horizon
+
+    @property
+    def _first(self) -> ConsumerLoop:
+        return self.members[0][0]
+
+    def strategy(self) -> str:
+        return self._first.processor.config.strategy.value
+
+    def strategies(self) -> list[str]:
+        return self._first.processor.strategies()
+
+    def set_strategy(self, strategy: str) -> None:
+        """Switch every member, and store the choice so a restart keeps it."""
+        chosen = Strategy(strategy)
+        for loop, _ in self.members:
+            loop.processor.switch_strategy(chosen)  # refused unless the process was given the path
+        with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
+            strategy_store.save(connection, self.consumer_name, chosen)
+        self._telemetry.emit("strategy", consumer=self.consumer_name, strategy=chosen.value)
+
+    def rewind(self, to_timestamp_ms: int | None) -> Partitions:
+        futures = [controls.request_rewind(to_timestamp_ms) for _, controls in self.members]
+        return [partition for future in futures for partition in future.result(timeout=30)]
+
+    def hold(self, topic: str, seconds: float) -> Partitions:
+        if topic not in self._first.config.topics:
+            topics = ", ".join(self._first.config.topics)
+            raise ValueError(f"{self.consumer_name} does not consume {topic!r}; it consumes {topics}")
+        futures = [controls.request_hold(topic, seconds) for _, controls in self.members]
+        held = [partition for future in futures for partition in future.result(timeout=30)]
+        self._telemetry.emit("hold", consumer=self.consumer_name, topic=topic, seconds=seconds)
+        return held
+
+    def holds(self) -> dict[str, Any]:
+        return {
+            "consumer": self.consumer_name,
+            "topics": list(self._first.config.topics),
+            "held": self.members[0][1].holds(),
+        }
+
+    def horizon(self) -> dict[str, Any]:
+        current = self._first.processor.config.dedup_horizon
+        configured = self._configured_horizon
+        return {
+            "consumer": self.consumer_name,
+            "seconds": current.total_seconds() if current else None,
+            "configured_seconds": configured.total_seconds() if configured else None,
+        }
+
+    def set_horizon(self, seconds: float | None, purge: bool) -> dict[str, Any]:
+        """Shorten (or restore, with None) the dedup horizon; with `purge`, delete the markers
+        older than it at once rather than at the purger's next round. Not stored: a restart
+        brings back the configured horizon."""
+        horizon = timedelta(seconds=seconds) if seconds is not None else self._configured_horizon
+        for loop, _ in self.members:
+            loop.processor.set_dedup_horizon(horizon)
+        purged = 0
+        if purge and horizon is not None:
+            with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
+                purged = purge_markers(connection, horizon, consumer_name=self.consumer_name)
+        self._telemetry.emit("horizon", consumer=self.consumer_name, seconds=seconds, purged=purged)
+        return self.horizon() | {"purged": purged}

@@ -1,0 +1,106 @@
+"""One settings base and one start-up for every process the runtime runs: consumers, executors
+(the pending-work worker) and the relay.
+
+`ProcessSettings` holds what each of them reads from its environment (logs, telemetry, fault
+points, the control endpoint); each process's settings extend it and validate themselves at
+start, so a bad value stops the process with the variable named instead of failing later.
+`start` configures logging, telemetry and fault points; `serve` opens the control endpoint;
+`stop_on_signals` turns SIGTERM and SIGINT into a clean stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from . import logs
+from .control import serve_control
+from .faults import FaultPoints
+from .telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
+from .telemetry import connect as connect_telemetry
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+Settings = TypeVar("Settings", bound="ProcessSettings")
+
+
+class ProcessSettings(BaseSettings):
+    """What every runtime process reads from its environment, with the default it runs with."""
+
+    model_config = SettingsConfigDict(extra="ignore", validate_default=True)
+
+    KAFKA_BOOTSTRAP_SERVERS: str = ""
+    """host:port[,host:port…] of the Kafka cluster (consumers and the relay require it)."""
+    CONTROL_PORT: int | None = Field(default=None, ge=1, le=65535)
+    """Serves /metrics, /faults and the process's own controls (control.py); none when unset."""
+    CONTROL_HOST: str = "127.0.0.1"
+    """The control endpoint's address: loopback unless a supervisor elsewhere must reach it."""
+    EO_FAULTS: str = ""
+    """Fault points armed at start, e.g. `after_commit_before_ack=crash` (see faults.py)."""
+    EO_PROCESS_NAME: str | None = None
+    """The process's name as its supervisor knows it; telemetry and restarts use it."""
+    TELEMETRY_TOPIC: str = TELEMETRY_TOPIC
+    """Where deliveries, faults and starts are told (empty: nowhere)."""
+    LOG_LEVEL: LogLevel = "INFO"
+
+    @field_validator("LOG_LEVEL", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("EO_FAULTS")
+    @classmethod
+    def _fault_spec(cls, value: str) -> str:
+        FaultPoints().arm_from_spec(value)  # raises ValueError, naming the bad item
+        return value
+
+
+@dataclass
+class Started:
+    """What `start` set up for the process."""
+
+    name: str
+    telemetry: Telemetry
+    faults: FaultPoints
+
+
+def start(settings: ProcessSettings, default_name: str, instance_id: str | None = None) -> Started:
+    """Logs as JSON at LOG_LEVEL, telemetry (when a topic and a bootstrap are set), and fault
+    points armed from EO_FAULTS that tell each firing."""
+    logs.configure(getattr(logging, settings.LOG_LEVEL))
+    name = settings.EO_PROCESS_NAME or default_name
+    topic = settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else ""
+    telemetry = connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, instance_id, topic)
+    faults = FaultPoints()
+    faults.on_fire = report_faults(telemetry)
+    if settings.EO_FAULTS:
+        faults.arm_from_spec(settings.EO_FAULTS)
+    return Started(name, telemetry, faults)
+
+
+def serve(started: Started, settings: ProcessSettings, **controls: Any) -> None:
+    """Open the control endpoint when CONTROL_PORT is set (`controls` as serve_control takes them)."""
+    if settings.CONTROL_PORT:
+        serve_control(started.faults, settings.CONTROL_HOST, settings.CONTROL_PORT, **controls)
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """Call `stop` on SIGTERM and SIGINT (from the main thread)."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop())
+
+
+def load(settings_class: type[Settings]) -> Settings:
+    """The settings from the environment; a missing or bad variable stops the process with its name."""
+    try:
+        return settings_class()
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors(include_url=False)
+        )
+        raise SystemExit(f"{settings_class.__name__}: {problems}") from None

@@ -1,0 +1,231 @@
+"""Wires one consumer process together from its settings: the one place that builds the runtime.
+
+A service calls `run(consumer_name, topics, handlers)` from its entry point; everything else
+(connection pool, producer for dead letters, marker purger, control endpoint, fault points,
+SIGTERM) is set up here, with process.py's start-up shared by every runtime process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import Literal
+
+import psycopg
+from confluent_kafka import Consumer, Producer
+from prometheus_client import REGISTRY
+from psycopg_pool import ConnectionPool
+from pydantic import Field
+
+from . import strategy_store
+from .consumer_loop import ConsumerLoop, LoopConfig
+from .dead_letters import DeadLetterPublisher
+from .faults import FaultPoints
+from .lab_controls import LabControls, LabProcess
+from .marker_stats import MarkerTableCollector
+from .outcomes import Strategy
+from .process import ProcessSettings, load, serve, start, stop_on_signals
+from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig
+from .retention import MarkerPurger
+from .telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerSettings(ProcessSettings):
+    """What a consumer process reads from its environment, with the default it runs with."""
+
+    DATABASE_URL: str = Field(min_length=1)
+    """The service's database (its own role), holding the runtime's tables and its own."""
+    KAFKA_BOOTSTRAP_SERVERS: str = Field(min_length=1)
+    CONSUMER_STRATEGY: Strategy = Strategy.CORRECT
+    """Only `correct` unless the process was given the teaching paths (run(paths=...))."""
+    CONSUMER_BATCH_SIZE: int = Field(default=1, ge=1, le=10_000)
+    """Messages per database transaction (batched mode above 1)."""
+    CONSUMER_ISOLATION_LEVEL: Literal["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"] = "READ COMMITTED"
+    DEDUP_HORIZON_DAYS: float = Field(default=30, gt=0, le=3650)
+    """Markers are kept this long; older messages are dead-lettered instead of applied."""
+    MARKER_PURGE_INTERVAL_SECONDS: float = Field(default=300, ge=0)
+    """How often expired markers are purged (0: never, e.g. when `effectively-once-purge` runs as a job)."""
+    EO_INSTANCE_ID: str | None = None
+    """Static group membership id; `{hostname}` in it is replaced (compose: one per container)."""
+    CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
+    """Members of the consumer group this process runs, each on its own thread, connection and
+    partitions. Above 1, a duplicate that reaches two partitions really races."""
+
+
+def build(
+    consumer_name: str,
+    topics: tuple[str, ...],
+    handlers: Mapping[str, Handler],
+    settings: ConsumerSettings,
+    dead_letter_topic: str | None = None,
+    faults: FaultPoints | None = None,
+    bulk_handlers: Mapping[str, BulkHandler] | None = None,
+    kafka: Mapping[str, object] | None = None,
+    ignored_types: Iterable[str] = (),
+    telemetry: Telemetry | None = None,
+    paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+    between_polls: Callable[[Consumer], None] | None = None,
+) -> ConsumerLoop:
+    """A ready consumer loop; nothing connects until it runs."""
+    faults = faults or FaultPoints()
+    if settings.EO_FAULTS:
+        faults.arm_from_spec(settings.EO_FAULTS)
+    # One pooled connection per consumer: the pool replaces a broken one, with backoff.
+    pool = ConnectionPool(
+        settings.DATABASE_URL,
+        min_size=1,
+        max_size=1,
+        timeout=5,
+        open=False,
+        kwargs={"connect_timeout": 5},
+        name=consumer_name,
+    )
+    pool.open(wait=False)
+    processor = MessageProcessor(
+        ProcessorConfig(
+            consumer_name=consumer_name,
+            strategy=settings.CONSUMER_STRATEGY,
+            isolation_level=settings.CONSUMER_ISOLATION_LEVEL,
+            dedup_horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
+            ignored_types=frozenset(ignored_types),
+        ),
+        connect=pool.getconn,
+        release=pool.putconn,
+        handlers=handlers,
+        faults=faults,
+        bulk_handlers=bulk_handlers,
+        telemetry=telemetry,
+        paths=paths,
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
+            "acks": "all",
+            "enable.idempotence": True,
+        }
+    )
+    dead_letters = DeadLetterPublisher(producer, consumer_name, dead_letter_topic or f"dlq.{consumer_name}")
+    loop_config = LoopConfig(
+        bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
+        topics=topics,
+        batch_size=settings.CONSUMER_BATCH_SIZE,
+        instance_id=settings.EO_INSTANCE_ID,
+        kafka=dict(kafka or {}),
+    )
+    closers: list[Callable[[], None]] = [pool.close]
+    if settings.MARKER_PURGE_INTERVAL_SECONDS > 0:
+        purger = MarkerPurger(
+            lambda: psycopg.connect(settings.DATABASE_URL, connect_timeout=5),
+            consumer_name,
+            horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
+            interval=timedelta(seconds=settings.MARKER_PURGE_INTERVAL_SECONDS),
+        )
+        purger.start()
+        closers.insert(0, purger.stop)
+
+    def close_all() -> None:
+        for close in closers:
+            close()
+
+    return ConsumerLoop(loop_config, processor, dead_letters, on_close=close_all, between_polls=between_polls)
+
+
+def stored_strategy(settings: ConsumerSettings, consumer_name: str) -> Strategy:
+    """The strategy stored by a run-time switch, else the environment's."""
+    try:
+        with psycopg.connect(settings.DATABASE_URL, connect_timeout=5, autocommit=True) as connection:
+            return strategy_store.load(connection, consumer_name) or settings.CONSUMER_STRATEGY
+    except psycopg.Error as error:
+        log.warning(
+            "could not read the stored strategy (%s); starting with %s", error, settings.CONSUMER_STRATEGY.value
+        )
+        return settings.CONSUMER_STRATEGY
+
+
+def run(
+    consumer_name: str,
+    topics: tuple[str, ...],
+    handlers: Mapping[str, Handler],
+    settings: ConsumerSettings | None = None,
+    dead_letter_topic: str | None = None,
+    ignored_types: Iterable[str] = (),
+    paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+    lab: bool = False,
+) -> None:
+    """Run a consumer process (CONSUMER_MEMBERS group members) until SIGTERM or SIGINT.
+
+    `paths` adds strategies beyond the correct one (teaching.TEACHING_PATHS); `lab` gives each
+    member the lab controls (rewind, hold, horizon, strategy) on the control endpoint. Neither is
+    for production."""
+    settings = settings or load(ConsumerSettings)
+    started = start(settings, consumer_name, settings.EO_INSTANCE_ID)
+    telemetry, faults = started.telemetry, started.faults
+    settings = settings.model_copy(update={"CONSUMER_STRATEGY": stored_strategy(settings, consumer_name)})
+    if settings.CONSUMER_STRATEGY not in paths:
+        raise SystemExit(
+            f"CONSUMER_STRATEGY={settings.CONSUMER_STRATEGY.value} is a teaching strategy this process was not given"
+        )
+    members: list[tuple[ConsumerLoop, LabControls]] = []
+    for member in range(settings.CONSUMER_MEMBERS):
+        instance_id = (
+            settings.EO_INSTANCE_ID.replace("{hostname}", socket.gethostname()) if settings.EO_INSTANCE_ID else None
+        )
+        if instance_id and settings.CONSUMER_MEMBERS > 1:
+            instance_id = f"{instance_id}-m{member}"
+        member_settings = settings.model_copy(update={"EO_INSTANCE_ID": instance_id})
+        controls = LabControls(consumer_name, telemetry)
+        loop = build(
+            consumer_name,
+            topics,
+            handlers,
+            member_settings,
+            dead_letter_topic,
+            faults=faults,
+            ignored_types=ignored_types,
+            telemetry=telemetry,
+            paths=paths,
+            between_polls=controls if lab else None,
+        )
+        members.append((loop, controls))
+    loops = [loop for loop, _ in members]
+    REGISTRY.register(MarkerTableCollector(settings.DATABASE_URL, consumer_name))
+    configured = timedelta(days=settings.DEDUP_HORIZON_DAYS)
+    runtime = LabProcess(consumer_name, members, settings.DATABASE_URL, telemetry, configured) if lab else None
+    serve(started, settings, runtime=runtime)
+
+    def stop_all() -> None:
+        for loop in loops:
+            loop.stop()
+
+    stop_on_signals(stop_all)
+    telemetry.emit("started", consumer=consumer_name, strategy=settings.CONSUMER_STRATEGY.value, members=len(loops))
+    threads = [
+        threading.Thread(target=_run_member, args=(loop,), name=f"member-{n}") for n, loop in enumerate(loops[1:], 1)
+    ]
+    for thread in threads:
+        thread.start()
+    _run_member(loops[0])
+    for thread in threads:
+        thread.join()
+    telemetry.flush(5)
+    log.info(
+        "stopped after acknowledging %d deliveries",
+        sum(loop.handled for loop in loops),
+        extra={"consumer": consumer_name},
+    )
+
+
+def _run_member(loop: ConsumerLoop) -> None:
+    """One member; if it dies, the whole process goes, so its supervisor restarts it whole."""
+    try:
+        loop.run()
+    except BaseException:
+        log.exception("a group member failed; stopping the process", extra={"consumer": loop.name})
+        logging.shutdown()
+        os._exit(70)

@@ -1,0 +1,156 @@
+"""The teaching strategies: each a plug-in path that gets one thing wrong on purpose.
+
+A processor runs only the paths it is given (`MessageProcessor(paths=...)`): the correct path by
+default, these only where a process passes them (the demo's consumers and the labs do). A setting
+alone cannot switch a production consumer to one. Each docstring says what goes wrong, and the
+workshop's labs (docs/workshop/) make it happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from .correct_path import CLAIM, Attempt, CorrectPath, Handler, call_handler, transaction
+from .envelope import Envelope
+from .outcomes import Outcome, Strategy
+from .processor import Path
+
+CHECK = "SELECT 1 FROM processed_message WHERE consumer_name = %s AND message_id = %s"
+MESSAGE_ID_ONLY_CONSUMER = "(message-id-only)"
+"""The marker name the `message_id_only_key` mistake uses for every consumer alike."""
+
+
+class _OneAtATime:
+    """Teaching paths take one message per transaction (or two), never a batch."""
+
+    strategy: Strategy
+    acknowledges_first = False
+    batches = False
+
+    def attempt_batch(self, run: Attempt, events: Sequence[Envelope], handlers: Sequence[Handler]) -> list[Outcome]:
+        raise NotImplementedError("teaching paths run one message at a time")
+
+
+class CheckThenAct(_OneAtATime):
+    """SELECT the marker, act, then insert it: two deliveries at once both pass the check."""
+
+    strategy = Strategy.CHECK_THEN_ACT
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        with transaction(run.connection):
+            if run.connection.execute(CHECK, (run.consumer_name, event.message_id)).fetchone():
+                return Outcome.DUPLICATE
+            run.hit("after_check")
+            call_handler(handler, event, run.connection)
+            run.connection.execute(CLAIM, (run.consumer_name, event.message_id))  # the conflict is ignored
+            run.hit("before_commit")
+        return Outcome.APPLIED
+
+
+class MarkerBeforeInSeparateTransaction(_OneAtATime):
+    """Commit the marker first: a crash before the effect loses the message."""
+
+    strategy = Strategy.MARKER_BEFORE_IN_SEPARATE_TXN
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        with transaction(run.connection):
+            if not run.claim(event.message_id):
+                return Outcome.DUPLICATE
+        run.hit("between_transactions")
+        with transaction(run.connection):
+            call_handler(handler, event, run.connection)
+            run.hit("before_commit")
+        return Outcome.APPLIED
+
+
+class MarkerAfterInSeparateTransaction(_OneAtATime):
+    """Commit the effect first: a crash before the marker applies it twice."""
+
+    strategy = Strategy.MARKER_AFTER_IN_SEPARATE_TXN
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        with transaction(run.connection):
+            if run.connection.execute(CHECK, (run.consumer_name, event.message_id)).fetchone():
+                return Outcome.DUPLICATE
+            call_handler(handler, event, run.connection)
+            run.hit("before_commit")
+        run.hit("between_transactions")
+        with transaction(run.connection):
+            run.connection.execute(CLAIM, (run.consumer_name, event.message_id))
+        return Outcome.APPLIED
+
+
+class AckBeforeCommit(_OneAtATime):
+    """The correct transaction, but the loop commits the offset before it begins: a crash loses
+    the message."""
+
+    strategy = Strategy.ACK_BEFORE_COMMIT
+    acknowledges_first = True
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        return CorrectPath().attempt(run, event, handler)
+
+
+class MessageIdOnlyKey(_OneAtATime):
+    """One marker per message for every consumer: the second consumer of a message skips it."""
+
+    strategy = Strategy.MESSAGE_ID_ONLY_KEY
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        with transaction(run.connection):
+            if not run.connection.execute(CLAIM, (MESSAGE_ID_ONLY_CONSUMER, event.message_id)).fetchone():
+                return Outcome.DUPLICATE
+            run.hit("after_claim")
+            call_handler(handler, event, run.connection)
+            run.hit("before_commit")
+        return Outcome.APPLIED
+
+
+class MemoryDedupOnly(_OneAtATime):
+    """Remember ids in memory: a restart (or a second member) forgets them."""
+
+    strategy = Strategy.MEMORY_DEDUP_ONLY
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        if event.message_id in self.seen:
+            return Outcome.DUPLICATE
+        with transaction(run.connection):
+            call_handler(handler, event, run.connection)
+            run.hit("before_commit")
+        self.seen.add(event.message_id)
+        return Outcome.APPLIED
+
+
+class NoDedup(_OneAtATime):
+    """No marker at all: every redelivery applies again."""
+
+    strategy = Strategy.NO_DEDUP
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        with transaction(run.connection):
+            call_handler(handler, event, run.connection)
+            run.hit("before_commit")
+        return Outcome.APPLIED
+
+
+TEACHING_PATHS: Mapping[Strategy, Callable[[], Path]] = {
+    path.strategy: path
+    for path in (
+        CheckThenAct,
+        MarkerBeforeInSeparateTransaction,
+        MarkerAfterInSeparateTransaction,
+        AckBeforeCommit,
+        MessageIdOnlyKey,
+        MemoryDedupOnly,
+        NoDedup,
+    )
+}
+"""Strategy -> a factory of its path (each processor makes its own: memory is per process)."""
+
+
+def with_teaching_paths(paths: Mapping[Strategy, Callable[[], Path]]) -> dict[Strategy, Callable[[], Path]]:
+    """`paths` and every teaching path: what a workshop process passes to the runtime."""
+    return {**paths, **TEACHING_PATHS}
