@@ -1,0 +1,168 @@
+"""The contract suite's Kafka side: topics of a run's own, publishing, the runtime's loop in
+process, and the team's consumer as a real process that can really crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from .. import runner
+from ..dead_letters import HEADER_PREFIX
+from ..faults import CRASH_EXIT_CODE
+from ..telemetry import NoTelemetry
+
+if TYPE_CHECKING:
+    from .subject import Subject
+
+__all__ = ["CRASH_EXIT_CODE", "ConsumerProcess", "Topics", "new_topics", "publish", "run_loop", "wait_for"]
+
+
+class Topics:
+    def __init__(self, events: str, dead_letters: str) -> None:
+        self.events, self.dead_letters = events, dead_letters
+
+
+def new_topics(bootstrap_servers: str, name: str) -> Topics:
+    """An events topic and a dead-letter topic for one scenario run, one partition each."""
+    run = f"{name}.{uuid.uuid4().hex[:6]}"
+    topics = Topics(f"contract.{run}", f"contract.{run}.dlq")
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=1, replication_factor=-1) for t in (topics.events, topics.dead_letters)]
+    )
+    for topic, future in futures.items():
+        try:
+            future.result(30)
+        except KafkaException as error:
+            raise RuntimeError(f"could not create the topic {topic}: {error}") from error
+    return topics
+
+
+def publish(bootstrap_servers: str, topic: str, values: Sequence[bytes]) -> None:
+    """Publish `values` in order (the scenarios' topics have one partition), broker-confirmed."""
+    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    for value in values:
+        producer.produce(topic, value=value)
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"the broker did not confirm the messages to {topic}")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _settings(subject: Subject) -> runner.ConsumerSettings:
+    return runner.ConsumerSettings(
+        DATABASE_URL=subject.database_url,
+        KAFKA_BOOTSTRAP_SERVERS=subject.bootstrap_servers,
+        MARKER_PURGE_INTERVAL_SECONDS=0,
+        TELEMETRY_TOPIC="",
+    )
+
+
+def run_loop(subject: Subject, name: str, topics: Topics, until_handled: int, timeout: float = 90) -> int:
+    """Run the runtime's Kafka loop in this process until it acknowledged `until_handled` messages."""
+    loop = runner.build(
+        name,
+        (topics.events,),
+        subject.load_handlers(),
+        _settings(subject),
+        dead_letter_topic=topics.dead_letters,
+        telemetry=NoTelemetry(),
+    )
+    deadline = time.monotonic() + timeout
+    loop.run(until=lambda: loop.handled >= until_handled or time.monotonic() > deadline)
+    return loop.handled
+
+
+def dead_letter_reasons(bootstrap_servers: str, topic: str, count: int, timeout: float = 30) -> list[str]:
+    """The reason the runtime gave each of the first `count` dead letters on `topic`."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": f"contract-reader-{uuid.uuid4().hex[:8]}",
+         "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.subscribe([topic])
+    reasons: list[str] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(reasons) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                continue
+            reason = dict(message.headers() or []).get(f"{HEADER_PREFIX}reason") or b""
+            reasons.append(reason.decode() if isinstance(reason, bytes) else reason)
+    finally:
+        consumer.close()
+    return reasons
+
+
+class ConsumerProcess:
+    """The team's handlers in a real runtime process (`python -m effectively_once.contract.process`)."""
+
+    def __init__(self, subject: Subject, name: str, topics: Topics, **environment: str) -> None:
+        self._output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
+        variables = {
+            **os.environ,
+            "DATABASE_URL": subject.database_url,
+            "KAFKA_BOOTSTRAP_SERVERS": subject.bootstrap_servers,
+            "MARKER_PURGE_INTERVAL_SECONDS": "0",
+            "TELEMETRY_TOPIC": "",
+            "EO_FAULTS": "",
+            "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),  # the modules this process sees
+            **environment,
+        }
+        for inherited in ("CONTROL_PORT", "EO_INSTANCE_ID", "CONSUMER_MEMBERS", "CONSUMER_STRATEGY"):
+            variables.pop(inherited, None)
+        command = [sys.executable, "-m", "effectively_once.contract.process", name, topics.events]
+        self.process = subprocess.Popen(
+            [*command, topics.dead_letters, subject.handlers],
+            env=variables,
+            stdout=self._output,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            return -1
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.wait(30)
+
+    def entries(self) -> list[dict[str, Any]]:
+        self._output.seek(0)
+        found = []
+        for line in self._output.read().decode(errors="replace").splitlines():
+            if line.startswith("{"):
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    continue
+        return found
+
+    def outcomes_for(self, message_id: str) -> list[str]:
+        return [e["outcome"] for e in self.entries() if e.get("message_id") == message_id and "outcome" in e]
+
+    def tail(self, lines: int = 20) -> str:
+        self._output.seek(0)
+        return "\n".join(self._output.read().decode(errors="replace").splitlines()[-lines:])
