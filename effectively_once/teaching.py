@@ -143,8 +143,8 @@ TEACHING_PATHS: Mapping[Strategy, Callable[[], Path]] = {
         MarkerBeforeInSeparateTransaction,
         MarkerAfterInSeparateTransaction,
         AckBeforeCommit,
-        MessageIdOnlyKey,
         MemoryDedupOnly,
+        MessageIdOnlyKey,
         NoDedup,
     )
 }

@@ -15,7 +15,10 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from effectively_once.pending_work import WorkerSettings
 from services.topology import AUDITOR_ROLE, RELAY_ROLE, ServiceDatabase
+
+_WORKER = WorkerSettings.model_fields
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,11 +82,11 @@ class Settings(BaseSettings):
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""
-    PENDING_WORK_MAX_AGE_SECONDS: float = Field(default=300.0, gt=0)
+    PENDING_WORK_MAX_AGE_SECONDS: float = Field(default=_WORKER["PENDING_WORK_MAX_AGE_SECONDS"].default, gt=0)
     """How long the executors retry transient failures of a remote call before they park it
-    (docs/parked-work.md)."""
-    PENDING_WORK_MAX_DELAY_SECONDS: float = Field(default=30.0, gt=0)
-    """The longest wait between two tries of a remote call."""
+    (docs/parked-work.md); the runtime's default (WorkerSettings)."""
+    PENDING_WORK_MAX_DELAY_SECONDS: float = Field(default=_WORKER["PENDING_WORK_MAX_DELAY_SECONDS"].default, gt=0)
+    """The longest wait between two tries of a remote call; the runtime's default."""
 
     ORDERS_DB_PASSWORD: str = "orders" + DEVELOPMENT_PASSWORD_SUFFIX
     INVENTORY_DB_PASSWORD: str = "inventory" + DEVELOPMENT_PASSWORD_SUFFIX
