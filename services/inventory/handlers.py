@@ -33,7 +33,6 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
     except ValueError as error:
         raise NonRetryable(str(error)) from None
     lines = event.payload["lines"]
-    fresh_lines = 0
     try:
         with transaction.transaction():  # a savepoint: a shortfall undoes only the reservations
             for line in lines:
@@ -56,7 +55,6 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
                 ).fetchone()
                 if taken is None:
                     raise OutOfStock(f"not enough {sku} for {quantity}")
-                fresh_lines += 1
     except OutOfStock as shortfall:
         _emit(
             transaction,
@@ -66,8 +64,6 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
             event.trace_id,
         )
         return
-    if not fresh_lines:
-        return  # every line was reserved for this order already: said before, not said again
     _emit(
         transaction,
         contract.INVENTORY_RESERVED,

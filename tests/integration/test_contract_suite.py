@@ -25,11 +25,12 @@ def _placed(order_id: str) -> Envelope:
     return Envelope.new(saga_contract.ORDER_PLACED, order_id, payload)
 
 
-def _reservations_announced(connection: Connection, event: Envelope) -> int:
-    """InventoryReserved events the order's reservation wrote: one per application."""
+def _units_reserved(connection: Connection, event: Envelope) -> int:
+    """Units of stock the order holds: its one line's quantity (1) once reserved. The business
+    key (order, SKU) keeps it at 1 under a semantic duplicate too; a semantic duplicate does
+    announce InventoryReserved again, and the downstream consumers' own business keys absorb it."""
     row = connection.execute(
-        "SELECT count(*) FROM outbox WHERE aggregate_key = %s AND event_type = %s",
-        (event.key, saga_contract.INVENTORY_RESERVED),
+        "SELECT coalesce(sum(quantity), 0) FROM reservation WHERE order_id = %s AND status = 'reserved'", (event.key,)
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -41,7 +42,7 @@ def inventory(runtime_db: str, settings: Settings) -> contract.Subject:
         bootstrap_servers=settings.kafka_bootstrap_servers,
         handlers="services.inventory.handlers:HANDLERS",
         make_event=_placed,
-        effects=_reservations_announced,
+        effects=_units_reserved,
         same_fact=lambda event: Envelope.new(event.type, event.key, event.payload),
     )
 
