@@ -66,3 +66,23 @@ def test_the_library_names_no_demo_role_in_its_migrations() -> None:
 def test_the_version_is_the_distributions() -> None:
     project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
     assert effectively_once.__version__ == project["version"]
+
+
+def _package_imports(path: Path) -> set[str]:
+    """The package's own modules a module imports (relative imports, by module name)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            found |= {node.module.split(".")[0]} if node.module else {alias.name for alias in node.names}
+    return found
+
+
+def test_one_messages_path_from_poll_to_stored_offset_is_three_files_free_of_teaching_and_lab_code() -> None:
+    loop, processor, path = (
+        _package_imports(LIBRARY / f"{m}.py") for m in ("consumer_loop", "processor", "correct_path")
+    )
+    assert "processor" in loop and "correct_path" in processor
+    for imports in (loop, processor, path):
+        assert not imports & {"teaching", "lab_controls", "control", "runner"}, imports
+    assert path <= {"envelope", "outcomes"}, path  # the correct path needs nothing else of the runtime
