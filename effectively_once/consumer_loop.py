@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from . import metrics
+from .correct_path import acknowledgeable
 from .dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
 from .envelope import Envelope, PoisonMessage, decode
 from .outcomes import Outcome
@@ -218,10 +219,10 @@ class ConsumerLoop:
         done: list[_Delivery] = []
         try:
             for delivery in deliveries:
-                if delivery.result is None:
-                    break  # not processed: the database went away
                 if isinstance(delivery.result, TerminalFailure):
-                    self._dead_letter(delivery, delivery.result)
+                    self._dead_letter(delivery, delivery.result)  # acknowledged once confirmed
+                elif not acknowledgeable(delivery.result):
+                    break  # not processed: the database went away
                 done.append(delivery)
         except DeadLetterUnconfirmed as unconfirmed:
             log.error("%s", unconfirmed, extra={"consumer": self.name})
