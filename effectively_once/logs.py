@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 FIELDS = (
     "consumer",
@@ -48,3 +49,15 @@ def configure(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+def entries(text: str) -> list[dict[str, Any]]:
+    """The JSON records in a process's output, as `configure` writes them (other lines skipped)."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                continue
+    return found

@@ -24,6 +24,7 @@ from .control import serve_control
 from .faults import FaultPoints
 from .telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from .telemetry import connect as connect_telemetry
+from .typed_payload import describe
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Settings = TypeVar("Settings", bound="ProcessSettings")
@@ -100,7 +101,4 @@ def load(settings_class: type[Settings]) -> Settings:
     try:
         return settings_class()
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in error.errors(include_url=False)
-        )
-        raise SystemExit(f"{settings_class.__name__}: {problems}") from None
+        raise SystemExit(f"{settings_class.__name__}: {describe(error, most=20)}") from None

@@ -148,6 +148,7 @@ class MessageProcessor:
         self._connect = connect
         self._release = release
         self._connection: Connection | None = None
+        self._attempt_on: Attempt | None = None
         self.handlers = dict(handlers)
         self.bulk_handlers = dict(bulk_handlers or {})
         self.faults = faults or FaultPoints()
@@ -279,15 +280,22 @@ class MessageProcessor:
         return handler
 
     def _attempt(self) -> Attempt:
+        """What the path runs on: made once per connection, not once per message."""
         connection = self.connection
+        if self._attempt_on is None or self._attempt_on.connection is not connection:
+            self._attempt_on = self._attempt_for(connection)
+        return self._attempt_on
 
-        def timed_claim(message_id: str, consumer_name: str = self.config.consumer_name) -> bool:
+    def _attempt_for(self, connection: Connection) -> Attempt:
+        consumer_name = self.config.consumer_name
+
+        def timed_claim(message_id: str) -> bool:
             started = time.perf_counter()
             claimed = claim(connection, consumer_name, message_id, self._begin)
             self._claim_wait_seconds.observe(time.perf_counter() - started)
             return claimed
 
-        return Attempt(connection, self.config.consumer_name, timed_claim, self.faults.hit, self.bulk_handlers)
+        return Attempt(connection, consumer_name, timed_claim, self.faults.hit, self.bulk_handlers)
 
     def _run(self, event: Envelope, handler: Handler) -> Outcome:
         """One attempt: one transaction (two under the separate-transaction mistakes)."""

@@ -171,7 +171,8 @@ def run(
         raise SystemExit(
             f"CONSUMER_STRATEGY={settings.CONSUMER_STRATEGY.value} is a teaching strategy this process was not given"
         )
-    members: list[tuple[ConsumerLoop, LabControls]] = []
+    loops: list[ConsumerLoop] = []
+    members: list[tuple[ConsumerLoop, LabControls]] = []  # the lab's view of them, when asked for
     for member in range(settings.CONSUMER_MEMBERS):
         instance_id = (
             settings.EO_INSTANCE_ID.replace("{hostname}", socket.gethostname()) if settings.EO_INSTANCE_ID else None
@@ -179,7 +180,7 @@ def run(
         if instance_id and settings.CONSUMER_MEMBERS > 1:
             instance_id = f"{instance_id}-m{member}"
         member_settings = settings.model_copy(update={"EO_INSTANCE_ID": instance_id})
-        controls = LabControls(consumer_name, telemetry)
+        controls = LabControls(consumer_name, telemetry) if lab else None
         loop = build(
             consumer_name,
             topics,
@@ -190,10 +191,11 @@ def run(
             ignored_types=ignored_types,
             telemetry=telemetry,
             paths=paths,
-            between_polls=controls if lab else None,
+            between_polls=controls,
         )
-        members.append((loop, controls))
-    loops = [loop for loop, _ in members]
+        loops.append(loop)
+        if controls is not None:
+            members.append((loop, controls))
     REGISTRY.register(MarkerTableCollector(settings.DATABASE_URL, consumer_name))
     configured = timedelta(days=settings.DEDUP_HORIZON_DAYS)
     runtime = LabProcess(consumer_name, members, settings.DATABASE_URL, telemetry, configured) if lab else None

@@ -80,15 +80,13 @@ class MarkerAfterInSeparateTransaction(_OneAtATime):
         return Outcome.APPLIED
 
 
-class AckBeforeCommit(_OneAtATime):
+class AckBeforeCommit(CorrectPath):
     """The correct transaction, but the loop commits the offset before it begins: a crash loses
     the message."""
 
     strategy = Strategy.ACK_BEFORE_COMMIT
     acknowledges_first = True
-
-    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
-        return CorrectPath().attempt(run, event, handler)
+    batches = False
 
 
 class MessageIdOnlyKey(_OneAtATime):

@@ -26,7 +26,8 @@ class PayloadDoesNotFit(ValueError):
 
 
 def describe(error: ValidationError, most: int = 5) -> str:
-    """`lines.0.sku: String should have at most 64 characters; …`: fields, never their values."""
+    """`lines.0.sku: String should have at most 64 characters; …`: fields, never their values
+    (typed payloads and the processes' settings word their refusals alike)."""
     problems = [
         f"{'.'.join(str(part) for part in item['loc']) or 'payload'}: {item['msg']}" for item in error.errors()[:most]
     ]

@@ -3,7 +3,6 @@ process, and the team's consumer as a real process that can really crash."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -12,12 +11,12 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from .. import runner
+from .. import logs, runner
 from ..dead_letters import HEADER_PREFIX
 from ..faults import CRASH_EXIT_CODE
 from ..telemetry import NoTelemetry
@@ -149,20 +148,13 @@ class ConsumerProcess:
             self.process.send_signal(signal.SIGTERM)
         return self.wait(30)
 
-    def entries(self) -> list[dict[str, Any]]:
+    @property
+    def output(self) -> str:
         self._output.seek(0)
-        found = []
-        for line in self._output.read().decode(errors="replace").splitlines():
-            if line.startswith("{"):
-                try:
-                    found.append(json.loads(line))
-                except ValueError:
-                    continue
-        return found
+        return self._output.read().decode(errors="replace")
 
     def outcomes_for(self, message_id: str) -> list[str]:
-        return [e["outcome"] for e in self.entries() if e.get("message_id") == message_id and "outcome" in e]
+        return [e["outcome"] for e in logs.entries(self.output) if e.get("message_id") == message_id and "outcome" in e]
 
     def tail(self, lines: int = 20) -> str:
-        self._output.seek(0)
-        return "\n".join(self._output.read().decode(errors="replace").splitlines()[-lines:])
+        return "\n".join(self.output.splitlines()[-lines:])

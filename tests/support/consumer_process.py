@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,6 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from effectively_once import logs
 from services.settings import PROJECT_ROOT
 
 
@@ -74,14 +74,7 @@ class ConsumerProcess:
         return self._output.read().decode(errors="replace")
 
     def log_entries(self) -> list[dict[str, Any]]:
-        entries = []
-        for line in self.output.splitlines():
-            if line.startswith("{"):
-                try:
-                    entries.append(json.loads(line))
-                except ValueError:
-                    continue
-        return entries
+        return logs.entries(self.output)
 
     def outcomes_for(self, message_id: str) -> list[str]:
         return [e["outcome"] for e in self.log_entries() if e.get("message_id") == message_id and "outcome" in e]
