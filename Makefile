@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab inventory-node \
         lock venv clean-state
 
 help: ## Show this help
@@ -79,7 +79,7 @@ else
 	@$(LAUNCHER) logs --follow
 endif
 
-test: venv lint browser ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
+test: venv lint browser inventory-node ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## Unit tests only (no I/O)
@@ -99,10 +99,25 @@ browser: ## Debian's chromium and chromedriver, for the panel's browser tests (i
 	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null 2>&1 || \
 	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; }; }
 
-lint: venv ## ruff and mypy
+lint: venv inventory-node ## ruff and mypy; tsc for the TypeScript consumer
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy effectively_once services infra dashboards tests benchmarks soak labs
+	@cd $(NODE_INVENTORY) && npx --no-install tsc -p . --noEmit
+
+# The TypeScript inventory consumer: npm ci from its lockfile (npm's cache is outside the
+# checkout, so a second clone installs in seconds), then tsc into dist/.
+NODE_INVENTORY := services/inventory-node
+inventory-node: $(NODE_INVENTORY)/dist/main.js ## Build the TypeScript inventory consumer (services/inventory-node)
+
+$(NODE_INVENTORY)/node_modules/.package-lock.json: $(NODE_INVENTORY)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for services/inventory-node: install nodejs and npm" >&2; exit 2; }
+	@cd $(NODE_INVENTORY) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(NODE_INVENTORY)/dist/main.js: $(NODE_INVENTORY)/node_modules/.package-lock.json $(NODE_INVENTORY)/tsconfig.json $(wildcard $(NODE_INVENTORY)/src/*.ts $(NODE_INVENTORY)/src/*/*.ts)
+	@cd $(NODE_INVENTORY) && npx --no-install tsc -p .
+	@touch $@
 
 lock: $(UV) ## Re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock

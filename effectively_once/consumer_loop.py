@@ -39,6 +39,8 @@ class LoopConfig:
     """Messages taken from the client per poll; each transaction's are acknowledged after it."""
     instance_id: str | None = None
     """Static group membership: a restarted process takes its partitions back at once."""
+    group_id: str | None = None
+    """The consumer group; None: the consumer name (one group per consumer)."""
     poll_timeout_seconds: float = 0.5
     retry_backoff_cap_seconds: float = 5.0
     kafka: dict[str, Any] = field(default_factory=dict)
@@ -85,7 +87,8 @@ class ConsumerLoop:
         self.dead_letters = dead_letters
         self.name = processor.config.consumer_name
         self._consumer = consumer_factory(
-            {"statistics.interval.ms": 5000, "stats_cb": self._on_statistics} | config.consumer_settings(self.name)
+            {"statistics.interval.ms": 5000, "stats_cb": self._on_statistics}
+            | config.consumer_settings(config.group_id or self.name)
         )
         self._on_close = on_close
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)

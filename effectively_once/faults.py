@@ -1,8 +1,10 @@
 """Named fault points: places in the code where a control plane can make the process really
 crash, raise or stall, to show what each step protects.
 
-Unarmed, a point costs one dictionary check. Armed points live in the process's memory: a crash
-forgets them, so "crash once" means once, and the supervisor's restart runs clean.
+Unarmed, a point costs one dictionary check. A stall lasts its seconds or until the points are
+disarmed (DELETE /faults), so a test holds a transaction open exactly as long as it needs. Armed
+points live in the process's memory: a crash forgets them, so "crash once" means once, and the
+supervisor's restart runs clean.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import logging
 import os
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -73,6 +74,8 @@ class FaultPoints:
         self._exit = exit
         self._local = threading.local()
         self.fired: dict[str, int] = {}
+        self._release = threading.Event()
+        """Set by `disarm`: a stall in progress ends early."""
         self.on_fire: FireListener = lambda point, action, context: None
 
     @property
@@ -100,12 +103,14 @@ class FaultPoints:
             self._armed[point] = Arming(action, times, probability, stall_seconds)
 
     def disarm(self, point: str | None = None) -> None:
-        """Disarm one point, or every point."""
+        """Disarm one point, or every point; either way, stalls in progress end now."""
         with self._lock:
             if point is None:
                 self._armed.clear()
             else:
                 self._armed.pop(point, None)
+            self._release.set()
+            self._release = threading.Event()
 
     def armed(self) -> dict[str, Arming]:
         with self._lock:
@@ -125,9 +130,10 @@ class FaultPoints:
                     del self._armed[point]
             self.fired[point] = self.fired.get(point, 0) + 1
             FAULTS_FIRED.labels(point).inc()
-        self._fire(point, arming)
+            release = self._release
+        self._fire(point, arming, release)
 
-    def _fire(self, point: str, arming: Arming) -> None:
+    def _fire(self, point: str, arming: Arming, release: threading.Event) -> None:
         if callable(arming.action) and not isinstance(arming.action, FaultAction):
             arming.action(point)
             return
@@ -145,7 +151,7 @@ class FaultPoints:
             raise errors.SerializationFailure(f"injected serialization failure at {point}")
         elif arming.action is FaultAction.STALL:
             log.warning("fault point %s: stalling %.1f s", point, arming.stall_seconds, extra={"fault_point": point})
-            time.sleep(arming.stall_seconds)
+            release.wait(arming.stall_seconds)
 
     def arm_from_spec(self, spec: str) -> None:
         """Arm points from text such as `after_commit_before_ack=crash,before_commit=raise:3`.

@@ -53,6 +53,14 @@ class ConsumerSettings(ProcessSettings):
     """How often expired markers are purged (0: never, e.g. when `effectively-once-purge` runs as a job)."""
     EO_INSTANCE_ID: str | None = None
     """Static group membership id; `{hostname}` in it is replaced (compose: one per container)."""
+    CONSUMER_NAME: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")
+    """Overrides the consumer name the code gives (its markers, metrics and dead-letter topic)."""
+    CONSUMER_TOPICS: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+)*$")
+    """Overrides the topics the code gives, comma-separated."""
+    CONSUMER_GROUP: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$")
+    """The Kafka consumer group; unset: the consumer name."""
+    DEAD_LETTER_TOPIC: str | None = Field(default=None, min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
+    """Where dead letters go; unset: `dlq.{consumer name}`."""
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
     """Members of the consumer group this process runs, each on its own thread, connection and
     partitions. Above 1, a duplicate that reaches two partitions really races."""
@@ -83,7 +91,7 @@ def build(
         max_size=1,
         timeout=5,
         open=False,
-        kwargs={"connect_timeout": 5},
+        kwargs={"connect_timeout": 5, "application_name": (settings.EO_PROCESS_NAME or consumer_name)[:63]},
         name=consumer_name,
     )
     pool.open(wait=False)
@@ -116,6 +124,7 @@ def build(
         topics=topics,
         batch_size=settings.CONSUMER_BATCH_SIZE,
         instance_id=settings.EO_INSTANCE_ID,
+        group_id=settings.CONSUMER_GROUP,
         kafka=dict(kafka or {}),
     )
     closers: list[Callable[[], None]] = [pool.close]
@@ -160,10 +169,16 @@ def run(
 ) -> None:
     """Run a consumer process (CONSUMER_MEMBERS group members) until SIGTERM or SIGINT.
 
+    CONSUMER_NAME, CONSUMER_TOPICS and DEAD_LETTER_TOPIC override the arguments of the same
+    meaning (docs/consumer-process-contract.md: how any consumer process is started).
+
     `paths` adds strategies beyond the correct one (teaching.TEACHING_PATHS); `lab` gives each
     member the lab controls (rewind, hold, horizon, strategy) on the control endpoint. Neither is
     for production."""
     settings = settings or load(ConsumerSettings)
+    consumer_name = settings.CONSUMER_NAME or consumer_name
+    topics = tuple(settings.CONSUMER_TOPICS.split(",")) if settings.CONSUMER_TOPICS else topics
+    dead_letter_topic = settings.DEAD_LETTER_TOPIC or dead_letter_topic
     started = start(settings, consumer_name, settings.EO_INSTANCE_ID)
     telemetry, faults = started.telemetry, started.faults
     settings = settings.model_copy(update={"CONSUMER_STRATEGY": stored_strategy(settings, consumer_name)})

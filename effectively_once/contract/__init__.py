@@ -20,11 +20,26 @@ Each scenario raises `ContractViolation` (an AssertionError) saying what it saw,
 when the subject does not declare what the scenario needs (a semantic duplicate, an order of
 events): skip those, or declare them. Every run uses consumer names, keys and topics of its own,
 so the suite can run against a database and a cluster other tests use.
+
+`BLACK_BOX_SCENARIOS` are the same scenarios for a consumer process in any language, described
+as a `ProcessSubject` (the command that starts it): they drive it only through Kafka, its
+database and its control endpoint, as docs/consumer-process-contract.md specifies.
 """
 
 from __future__ import annotations
 
+from .black_box import BLACK_BOX_SCENARIOS, BlackBoxScenario
+from .process_subject import ProcessSubject
 from .scenarios import SCENARIOS, ContractViolation, NotDeclared, Scenario
 from .subject import Subject
 
-__all__ = ["SCENARIOS", "ContractViolation", "NotDeclared", "Scenario", "Subject"]
+__all__ = [
+    "BLACK_BOX_SCENARIOS",
+    "SCENARIOS",
+    "BlackBoxScenario",
+    "ContractViolation",
+    "NotDeclared",
+    "ProcessSubject",
+    "Scenario",
+    "Subject",
+]

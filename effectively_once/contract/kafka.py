@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from .. import logs, runner
-from ..dead_letters import HEADER_PREFIX
+from ..dead_letters import dead_letter_headers
 from ..faults import CRASH_EXIT_CODE
 from ..telemetry import NoTelemetry
 
@@ -91,23 +91,27 @@ def run_loop(subject: Subject, name: str, topics: Topics, until_handled: int, ti
 
 def dead_letter_reasons(bootstrap_servers: str, topic: str, count: int, timeout: float = 30) -> list[str]:
     """The reason the runtime gave each of the first `count` dead letters on `topic`."""
+    return [headers.get("reason", "") for headers in dead_letters(bootstrap_servers, topic, count, timeout)]
+
+
+def dead_letters(bootstrap_servers: str, topic: str, count: int, timeout: float = 30) -> list[dict[str, str]]:
+    """The `eo-` headers (without the prefix) of the first `count` dead letters on `topic`."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap_servers, "group.id": f"contract-reader-{uuid.uuid4().hex[:8]}",
          "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )  # fmt: skip
     consumer.subscribe([topic])
-    reasons: list[str] = []
+    found: list[dict[str, str]] = []
     deadline = time.monotonic() + timeout
     try:
-        while len(reasons) < count and time.monotonic() < deadline:
+        while len(found) < count and time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is None or message.error():
                 continue
-            reason = dict(message.headers() or []).get(f"{HEADER_PREFIX}reason") or b""
-            reasons.append(reason.decode() if isinstance(reason, bytes) else reason)
+            found.append(dead_letter_headers(message))
     finally:
         consumer.close()
-    return reasons
+    return found
 
 
 class ConsumerProcess:

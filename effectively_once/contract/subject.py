@@ -16,8 +16,43 @@ from ..correct_path import Connection, Handler
 from ..envelope import Envelope
 
 
+class Tables:
+    """What every subject shares: its database, its tables and how it tells an effect."""
+
+    database_url: str
+    effects: Callable[[Connection, Envelope], int]
+    own_migrations: Sequence[tuple[str, Path]]
+    consumer_prefix: str
+
+    def consumer_name(self, scenario: str) -> str:
+        """A consumer name no earlier run used, so markers never carry over between runs."""
+        return f"{self.consumer_prefix}-{scenario}-{uuid.uuid4().hex[:8]}-v1"
+
+    def key(self) -> str:
+        return f"contract-{uuid.uuid4().hex[:12]}"
+
+    def connect(self, **options: Any) -> Connection:
+        return psycopg.connect(self.database_url, connect_timeout=10, **options)
+
+    def migrate(self) -> None:
+        with self.connect(autocommit=True) as connection:
+            schema.migrate(connection, self.own_migrations)
+
+    def effects_of(self, event: Envelope) -> int:
+        with self.connect() as connection:
+            return self.effects(connection, event)
+
+    def markers_of(self, consumer_name: str, event: Envelope) -> int:
+        with self.connect() as connection:
+            row = connection.execute(
+                "SELECT count(*) FROM processed_message WHERE consumer_name = %s AND message_id = %s",
+                (consumer_name, event.message_id),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+
 @dataclass(frozen=True)
-class Subject:
+class Subject(Tables):
     """A team's consumer, as the contract suite drives it."""
 
     database_url: str
@@ -49,29 +84,3 @@ class Subject:
             raise ValueError(f"handlers must be 'module:attribute', not {self.handlers!r}")
         handlers: Mapping[str, Handler] = getattr(importlib.import_module(module), attribute)
         return handlers
-
-    def consumer_name(self, scenario: str) -> str:
-        """A consumer name no earlier run used, so markers never carry over between runs."""
-        return f"{self.consumer_prefix}-{scenario}-{uuid.uuid4().hex[:8]}-v1"
-
-    def key(self) -> str:
-        return f"contract-{uuid.uuid4().hex[:12]}"
-
-    def connect(self, **options: Any) -> Connection:
-        return psycopg.connect(self.database_url, connect_timeout=10, **options)
-
-    def migrate(self) -> None:
-        with self.connect(autocommit=True) as connection:
-            schema.migrate(connection, self.own_migrations)
-
-    def effects_of(self, event: Envelope) -> int:
-        with self.connect() as connection:
-            return self.effects(connection, event)
-
-    def markers_of(self, consumer_name: str, event: Envelope) -> int:
-        with self.connect() as connection:
-            row = connection.execute(
-                "SELECT count(*) FROM processed_message WHERE consumer_name = %s AND message_id = %s",
-                (consumer_name, event.message_id),
-            ).fetchone()
-        return int(row[0]) if row else 0

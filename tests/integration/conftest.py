@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 import psycopg
@@ -103,22 +103,25 @@ def make_processor(runtime_db: str) -> Iterator[ProcessorFactory]:
         processor.close()
 
 
-def isolated_schema(runtime_db: str, *migrations: Path) -> str:
-    """A new schema in the runtime tests' database with these migrations applied; its URL sets
-    search_path to it, so the service's unqualified SQL runs there and nowhere else."""
+def isolated_schema(runtime_db: str, *migrations: Path, as_url: bool = False) -> str:
+    """A new schema in the runtime tests' database with these migrations applied; its conninfo
+    (a `postgresql://` URL with `as_url`, which every stack's driver reads) sets search_path to
+    it, so the service's unqualified SQL runs there and nowhere else."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(runtime_db, autocommit=True) as connection:
         connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         connection.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
         for migration in migrations:
             connection.execute(migration.read_text())
+    if as_url:
+        return f"{runtime_db}{'&' if '?' in runtime_db else '?'}options={quote(f'-c search_path={schema}')}"
     return make_conninfo(runtime_db, options=f"-c search_path={schema}")
 
 
-def service_schema(runtime_db: str, service: str) -> str:
+def service_schema(runtime_db: str, service: str, as_url: bool = False) -> str:
     """A schema holding the runtime's tables and `service`'s own, as its database has them."""
     own = sorted((PROJECT_ROOT / "services" / service / "migrations").glob("*.sql"))
-    return isolated_schema(runtime_db, *sorted(schema.MIGRATIONS.glob("*.sql")), *own)
+    return isolated_schema(runtime_db, *sorted(schema.MIGRATIONS.glob("*.sql")), *own, as_url=as_url)
 
 
 @dataclass

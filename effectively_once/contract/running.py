@@ -1,0 +1,190 @@
+"""A consumer process the black-box suite started, and its control endpoint as a client sees it.
+
+Everything here goes through the process's environment, its exit status, its output and its
+control endpoint (GET /metrics, GET/POST/DELETE /faults): the protocol any language serves
+(docs/consumer-process-contract.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import IO, Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from .process_subject import ProcessSubject
+
+ACKNOWLEDGED = ("applied", "duplicate", "ignored", "terminal_failure")
+"""The outcomes after which a delivery's offset is stored."""
+
+
+def free_port() -> int:
+    """A loopback port nothing holds now, below the kernel's ephemeral range (32768 and up), so
+    no outgoing connection takes it before the process binds it."""
+    for _ in range(1000):
+        port = random.randint(20000, 32000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port between 20000 and 32000")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, tail: Callable[[], str] = str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{tail()}")
+        time.sleep(0.05)
+
+
+class RunningConsumer:
+    """One consumer process, started with the contract's variables."""
+
+    def __init__(
+        self,
+        subject: ProcessSubject,
+        name: str,
+        topics: Sequence[str],
+        dead_letters: str,
+        label: str = "a",
+        **environment: str,
+    ) -> None:
+        self.name = name
+        self.process_name = f"{name}-{label}"[:63]
+        """Also the application_name of its database sessions: how the suite finds its backend."""
+        self.port = free_port()
+        self._output: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
+        variables = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", ""),
+            **subject.environment,
+            "DATABASE_URL": subject.database_url,
+            "KAFKA_BOOTSTRAP_SERVERS": subject.bootstrap_servers,
+            "CONSUMER_NAME": name,
+            "CONSUMER_GROUP": f"{name}-{label}",
+            "CONSUMER_TOPICS": ",".join(topics),
+            "DEAD_LETTER_TOPIC": dead_letters,
+            "CONTROL_HOST": "127.0.0.1",
+            "CONTROL_PORT": str(self.port),
+            "EO_PROCESS_NAME": self.process_name,
+            "TELEMETRY_TOPIC": "",
+            "MARKER_PURGE_INTERVAL_SECONDS": "0",
+            "EO_FAULTS": "",
+            **environment,
+        }
+        self.process = subprocess.Popen(
+            list(subject.command),
+            cwd=subject.cwd,
+            env=variables,
+            stdout=self._output,
+            stderr=subprocess.STDOUT,
+        )
+        self._base = f"http://127.0.0.1:{self.port}"
+        wait_for(self._answers, subject.start_timeout, f"{self.process_name} to serve /metrics", self.tail)
+
+    def __enter__(self) -> RunningConsumer:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # The control endpoint -------------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self._base + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            raw = response.read()
+        return json.loads(raw) if path != "/metrics" else raw.decode()
+
+    def _answers(self) -> bool:
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"{self.process_name} exited {self.process.returncode} before it served:\n{self.tail()}"
+            )
+        try:
+            self._request("GET", "/metrics")
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+        return True
+
+    def arm(self, point: str, action: str, times: int = 1, stall_seconds: float = 60) -> None:
+        self._request(
+            "POST", "/faults", {"point": point, "action": action, "times": times, "stall_seconds": stall_seconds}
+        )
+
+    def release(self) -> None:
+        """Disarm every point: a stall in progress ends now."""
+        self._request("DELETE", "/faults")
+
+    def fired(self, point: str) -> int:
+        return int(self._request("GET", "/faults").get("fired", {}).get(point, 0))
+
+    def _samples(self, metric: str) -> list[tuple[dict[str, str], float]]:
+        found = []
+        for family in text_string_to_metric_families(self._request("GET", "/metrics")):
+            for sample in family.samples:
+                if sample.name == metric and sample.labels.get("consumer") == self.name:
+                    found.append((dict(sample.labels), float(sample.value)))
+        return found
+
+    def outcomes(self) -> Counter[str]:
+        """Deliveries by outcome (eo_consumer_messages_total, summed over event types)."""
+        counted: Counter[str] = Counter()
+        for labels, value in self._samples("eo_consumer_messages_total"):
+            counted[labels.get("outcome", "")] += int(value)
+        return counted
+
+    def acknowledged(self) -> int:
+        outcomes = self.outcomes()
+        return sum(outcomes[outcome] for outcome in ACKNOWLEDGED)
+
+    def retries(self, cause: str) -> int:
+        return sum(int(v) for labels, v in self._samples("eo_consumer_retries_total") if labels.get("cause") == cause)
+
+    def wait_acknowledged(self, count: int, timeout: float = 60) -> Counter[str]:
+        wait_for(
+            lambda: self.acknowledged() >= count, timeout, f"{self.process_name} to acknowledge {count}", self.tail
+        )
+        return self.outcomes()
+
+    # The process -----------------------------------------------------------------------------
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -1
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self, lines: int = 30) -> str:
+        self._output.seek(0)
+        return "\n".join(self._output.read().decode(errors="replace").splitlines()[-lines:])

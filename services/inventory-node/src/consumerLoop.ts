@@ -1,0 +1,105 @@
+/**
+ * The Kafka loop: take a message, run it through the processor, and only then acknowledge it.
+ *
+ * Acknowledging is committing the next offset of its partition, and it happens after the
+ * transaction committed (applied, duplicate) or after the broker confirmed the dead letter
+ * (terminal failure). A crash before that, even right after COMMIT, redelivers the message and
+ * the marker makes it a duplicate. A lost database session acknowledges nothing: the same
+ * message is tried again until the database answers.
+ */
+
+import type { Consumer, EachMessagePayload } from "kafkajs";
+
+import type { DeadLetterPublisher } from "./deadLetters.js";
+import { type Envelope, PoisonMessage, decode } from "./envelope.js";
+import type { FaultPoints } from "./faults.js";
+import { log } from "./log.js";
+import { type MessageProcessor, RetryLater, TerminalFailure } from "./processor.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class ConsumerLoop {
+  private stopping = false;
+
+  constructor(
+    private readonly consumer: Consumer,
+    private readonly processor: MessageProcessor,
+    private readonly deadLetters: DeadLetterPublisher,
+    private readonly faults: FaultPoints,
+    private readonly retryCapMs = 5000,
+  ) {}
+
+  async run(topics: readonly string[]): Promise<void> {
+    await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
+    await this.consumer.run({ autoCommit: false, eachMessage: (payload) => this.handle(payload) });
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.consumer.disconnect();
+  }
+
+  private async handle(payload: EachMessagePayload): Promise<void> {
+    const { topic, partition, message, heartbeat } = payload;
+    let event: Envelope | null = null;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        event = decode(message.value);
+        await this.processor.process(event);
+        break;
+      } catch (error) {
+        if (error instanceof RetryLater) {
+          log.warn("database unavailable; the message waits", { consumer: this.processor.config.consumerName, error: error.message });
+          await this.backOff(attempt, heartbeat);
+          continue;
+        }
+        const failure =
+          error instanceof TerminalFailure
+            ? error
+            : error instanceof PoisonMessage
+              ? new TerminalFailure(error.reason, error)
+              : new TerminalFailure("handler_failed", error);
+        const messageId = event?.messageId ?? (error instanceof PoisonMessage ? error.messageId : null);
+        await this.deadLetter(payload, failure, messageId, event);
+        break;
+      }
+    }
+    await this.faults.hit("after_commit_before_ack");
+    await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }]);
+  }
+
+  /** Publish the dead letter until the broker confirms it; only then may the original be acknowledged. */
+  private async deadLetter(
+    payload: EachMessagePayload,
+    failure: TerminalFailure,
+    messageId: string | null,
+    event: Envelope | null,
+  ): Promise<void> {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.deadLetters.publish(
+          { topic: payload.topic, partition: payload.partition, message: payload.message },
+          { reason: failure.reason, errorClass: failure.errorClass, errorText: failure.errorText },
+          messageId,
+        );
+        break;
+      } catch (error) {
+        log.warn("dead letter not confirmed; trying again", { error: (error as Error).message });
+        await this.backOff(attempt, payload.heartbeat);
+      }
+    }
+    this.processor.record(event?.type ?? "(undecodable)", "terminal_failure", event, {
+      reason: failure.reason,
+      error_class: failure.errorClass,
+      topic: payload.topic,
+      partition: payload.partition,
+      offset: payload.message.offset,
+    });
+  }
+
+  private async backOff(attempt: number, heartbeat: () => Promise<void>): Promise<void> {
+    if (this.stopping) throw new Error("stopping: the message is left unacknowledged");
+    await sleep(Math.random() * Math.min(this.retryCapMs, 100 * 2 ** attempt));
+    await heartbeat().catch(() => undefined);
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * Inventory's handlers: each runs inside the consumer's transaction, with its marker. The same
+ * SQL, business keys and outbox events as the Python service (services/inventory/handlers.py).
+ */
+
+import type { Handler, Transaction } from "../correctPath.js";
+import { type Envelope, newEnvelope } from "../envelope.js";
+import { addToOutbox } from "../outbox.js";
+import { NonRetryable } from "../processor.js";
+import { readOrderPlaced } from "./orderPlaced.js";
+
+export const ORDERS_EVENTS = "orders.events";
+export const INVENTORY_EVENTS = "inventory.events";
+export const PAYMENT_EVENTS = "payment.events";
+export const TOPICS = [ORDERS_EVENTS, PAYMENT_EVENTS] as const;
+
+/** The saga's event types that share inventory's topics but are none of its business. */
+export const IGNORED_TYPES = new Set([
+  "InventoryReserved",
+  "InventoryReservationFailed",
+  "InventoryReleased",
+  "NotificationSent",
+  "NotificationFailed",
+]);
+
+/** A business outcome, not a failure: the order is refused and the refusal is an event. */
+class OutOfStock extends Error {}
+
+async function emit(
+  transaction: Transaction,
+  type: string,
+  orderId: string,
+  payload: Record<string, unknown>,
+  traceId: string | null,
+): Promise<void> {
+  await addToOutbox(transaction, newEnvelope(type, orderId, payload, traceId), INVENTORY_EVENTS);
+}
+
+/** OrderPlaced: reserve every line, or none of them and say why. A payload that does not fit
+ * the saga's contract is refused (dead letter, with the field named). */
+export const reserveStock: Handler = async (event, transaction) => {
+  const orderId = event.key;
+  let order;
+  try {
+    order = readOrderPlaced(event.payload);
+  } catch (error) {
+    throw new NonRetryable((error as Error).message);
+  }
+  await transaction.query("SAVEPOINT reserve"); // a shortfall undoes only the reservations
+  try {
+    for (const { sku, quantity } of order.lines) {
+      const fresh = await transaction.query(
+        `INSERT INTO reservation (order_id, sku, quantity, status)
+         SELECT $1, $2, $3, 'reserved' WHERE EXISTS (SELECT 1 FROM stock WHERE sku = $2)
+         ON CONFLICT (order_id, sku) DO NOTHING RETURNING sku`,
+        [orderId, sku, quantity],
+      );
+      if (fresh.rowCount === 0) {
+        const known = await transaction.query("SELECT 1 FROM stock WHERE sku = $1", [sku]);
+        if (known.rowCount === 0) throw new OutOfStock(`unknown SKU ${sku}`);
+        continue; // already reserved for this order: a semantic duplicate
+      }
+      const taken = await transaction.query(
+        `UPDATE stock SET available = available - $1, reserved = reserved + $1
+          WHERE sku = $2 AND available >= $1 RETURNING sku`,
+        [quantity, sku],
+      );
+      if (taken.rowCount === 0) throw new OutOfStock(`not enough ${sku} for ${quantity}`);
+    }
+    await transaction.query("RELEASE SAVEPOINT reserve");
+  } catch (error) {
+    if (!(error instanceof OutOfStock)) throw error;
+    await transaction.query("ROLLBACK TO SAVEPOINT reserve");
+    await emit(transaction, "InventoryReservationFailed", orderId, { order_id: orderId, reason: error.message }, event.traceId);
+    return;
+  }
+  await emit(
+    transaction,
+    "InventoryReserved",
+    orderId,
+    {
+      order_id: orderId,
+      lines: event.payload["lines"],
+      amount_cents: order.amount_cents,
+      customer_email: order.customer_email,
+      payment_method: order.payment_method,
+    },
+    event.traceId,
+  );
+};
+
+/** Move the order's live reservations to `status`; the SKUs and quantities moved. */
+async function settle(transaction: Transaction, orderId: string, status: string): Promise<Array<[string, number]>> {
+  const moved = await transaction.query<{ sku: string; quantity: number }>(
+    `UPDATE reservation SET status = $1, updated_at = now()
+      WHERE order_id = $2 AND status = 'reserved' RETURNING sku, quantity`,
+    [status, orderId],
+  );
+  return moved.rows.map((row) => [row.sku, Number(row.quantity)]);
+}
+
+/** PaymentFailed: give the reserved units back, once, and say so. */
+export const releaseStock: Handler = async (event: Envelope, transaction) => {
+  const released = await settle(transaction, event.key, "released");
+  for (const [sku, quantity] of released) {
+    await transaction.query("UPDATE stock SET available = available + $1, reserved = reserved - $1 WHERE sku = $2", [
+      quantity,
+      sku,
+    ]);
+  }
+  if (released.length > 0) {
+    await emit(
+      transaction,
+      "InventoryReleased",
+      event.key,
+      { order_id: event.key, lines: released.map(([sku, quantity]) => ({ sku, quantity })) },
+      event.traceId,
+    );
+  }
+};
+
+/** PaymentAuthorized: the reserved units are sold. */
+export const sellStock: Handler = async (event: Envelope, transaction) => {
+  for (const [sku, quantity] of await settle(transaction, event.key, "sold")) {
+    await transaction.query("UPDATE stock SET reserved = reserved - $1, sold = sold + $1 WHERE sku = $2", [quantity, sku]);
+  }
+};
+
+export const HANDLERS: ReadonlyMap<string, Handler> = new Map([
+  ["OrderPlaced", reserveStock],
+  ["PaymentFailed", releaseStock],
+  ["PaymentAuthorized", sellStock],
+]);
