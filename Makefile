@@ -24,7 +24,7 @@ COMPOSE := docker compose
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab inventory-node \
+.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab inventory-node inventory-java \
         lock venv clean-state
 
 help: ## Show this help
@@ -79,7 +79,7 @@ else
 	@$(LAUNCHER) logs --follow
 endif
 
-test: venv lint browser inventory-node ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
+test: venv lint browser inventory-node inventory-java ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: venv ## Unit tests only (no I/O)
@@ -113,6 +113,16 @@ inventory-node: $(NODE_INVENTORY)/dist/main.js ## Build the TypeScript inventory
 $(NODE_INVENTORY)/node_modules/.package-lock.json: $(NODE_INVENTORY)/package-lock.json
 	@command -v npm >/dev/null || { echo "npm (Node.js 20+) is required for services/inventory-node: install nodejs and npm" >&2; exit 2; }
 	@cd $(NODE_INVENTORY) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The Java inventory consumer: Maven resolves Spring Boot into ~/.m2 (outside the checkout) and
+# builds one executable jar.
+JAVA_INVENTORY := services/inventory-java
+inventory-java: $(JAVA_INVENTORY)/target/inventory-java.jar ## Build the Java (Spring Boot) inventory consumer (services/inventory-java)
+
+$(JAVA_INVENTORY)/target/inventory-java.jar: $(JAVA_INVENTORY)/pom.xml $(shell find $(JAVA_INVENTORY)/src -type f 2>/dev/null)
+	@command -v mvn >/dev/null || { echo "Maven and Java 17+ are required for services/inventory-java: install maven and openjdk-17-jdk" >&2; exit 2; }
+	@cd $(JAVA_INVENTORY) && mvn -B -q package -DskipTests
 	@touch $@
 
 $(NODE_INVENTORY)/dist/main.js: $(NODE_INVENTORY)/node_modules/.package-lock.json $(NODE_INVENTORY)/tsconfig.json $(wildcard $(NODE_INVENTORY)/src/*.ts $(NODE_INVENTORY)/src/*/*.ts)

@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     """How often Prometheus scrapes every process (native path)."""
     REPLICAS: int = Field(default=1, ge=1, le=5)
     """Instances of each consumer (in the same groups) and of the relay: `make up REPLICAS=3`."""
+    INVENTORY_IMPL: Literal["python", "java", "node"] = "python"
+    """Which implementation runs in the inventory slot: `make up INVENTORY_IMPL=java` (Spring Boot,
+    services/inventory-java) or `node` (TypeScript, services/inventory-node). They keep the same
+    contract (docs/consumer-process-contract.md); only the Python one has the teaching strategies."""
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.launcher import kafka_broker, postgres_cluster, prometheus_server
+from infra.launcher import inventory_implementations, kafka_broker, postgres_cluster, prometheus_server
 from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from services.topology import AUDITOR_ROLE, DATABASES, database
@@ -256,7 +256,11 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
         programs.append(
             Program(
                 name=name,
-                command=[sys.executable, "-m", *module],
+                command=(
+                    inventory_implementations.command(settings.INVENTORY_IMPL)
+                    if module == ["services.inventory"]
+                    else [sys.executable, "-m", *module]
+                ),
                 environment=environment,
                 ports=(port,),
                 health_url=f"http://127.0.0.1:{port}/metrics",

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 import httpx
 
-from infra.launcher import kafka_broker, postgres_cluster, processes, prometheus_server, provisioning
+from infra.launcher import (
+    inventory_implementations,
+    kafka_broker,
+    postgres_cluster,
+    processes,
+    prometheus_server,
+    provisioning,
+)
 from infra.launcher.errors import LaunchError
 from infra.launcher.preflight import require_free_port, require_java
 from infra.launcher.supervisor import Program, Supervisor
@@ -106,6 +113,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     else:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
     if with_platform:
+        inventory_implementations.build(settings.INVENTORY_IMPL, say)
         prometheus_server.ensure_installed(say)
         prometheus_server.write_config(settings, processes.scrape_targets(settings))
     all_platform = processes.platform_programs(settings, run_id=_run_id(settings, fresh=not supervisor.is_running()))

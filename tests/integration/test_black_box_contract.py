@@ -13,9 +13,9 @@ from effectively_once.envelope import Envelope
 from services.settings import PROJECT_ROOT, Settings
 from tests.integration.conftest import service_schema
 from tests.integration.test_contract_suite import UNDECLARED, _placed, _units_reserved
-from tests.support.stacks import node_inventory_command
+from tests.support.stacks import JAVA_QUICK_START, java_inventory_command, node_inventory_command
 
-IMPLEMENTATIONS = ("python", "node")
+IMPLEMENTATIONS = ("python", "node", "java")
 
 
 def _command(implementation: str) -> list[str]:
@@ -23,6 +23,8 @@ def _command(implementation: str) -> list[str]:
         return [sys.executable, "-m", "services.inventory"]
     if implementation == "node":
         return node_inventory_command()
+    if implementation == "java":
+        return java_inventory_command()
     raise ValueError(implementation)
 
 
@@ -33,7 +35,7 @@ def inventory_process(request: pytest.FixtureRequest, runtime_db: str, settings:
         bootstrap_servers=settings.kafka_bootstrap_servers,
         command=_command(request.param),
         cwd=PROJECT_ROOT,
-        environment={"PYTHONPATH": str(PROJECT_ROOT)},
+        environment={"PYTHONPATH": str(PROJECT_ROOT), "JAVA_TOOL_OPTIONS": JAVA_QUICK_START},
         make_event=_placed,
         effects=_units_reserved,
         same_fact=lambda event: Envelope.new(event.type, event.key, event.payload),
@@ -45,3 +47,30 @@ def test_the_inventory_process_keeps_the_contract_from_outside(
     inventory_process: contract.ProcessSubject, scenario: contract.BlackBoxScenario
 ) -> None:
     scenario.run(inventory_process)
+
+
+# The suite fails what breaks the pattern, seen from outside too: the demo's Python process run
+# with a teaching strategy (a deliberate mistake) is the implementation under test.
+
+MISTAKES = (
+    ("no_dedup", "sequential-duplicate", r"two deliveries gave"),
+    ("message_id_only_key", "two-consumer-names", r"holds 0 markers|gave \{.*'duplicate': [12]"),
+)
+
+
+@pytest.mark.parametrize(("strategy", "scenario_name", "violation"), MISTAKES, ids=[m[0] for m in MISTAKES])
+def test_the_black_box_suite_fails_a_consumer_that_breaks_the_pattern(
+    runtime_db: str, settings: Settings, strategy: str, scenario_name: str, violation: str
+) -> None:
+    mistaken = contract.ProcessSubject(
+        database_url=service_schema(runtime_db, "inventory", as_url=True),
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        command=[sys.executable, "-m", "services.inventory"],
+        cwd=PROJECT_ROOT,
+        environment={"PYTHONPATH": str(PROJECT_ROOT), "CONSUMER_STRATEGY": strategy},
+        make_event=_placed,
+        effects=_units_reserved,
+    )
+    [scenario] = [s for s in contract.BLACK_BOX_SCENARIOS if s.name == scenario_name]
+    with pytest.raises(contract.ContractViolation, match=violation):
+        scenario.run(mistaken)

@@ -30,6 +30,7 @@ export class ConsumerLoop {
   ) {}
 
   async run(topics: readonly string[]): Promise<void> {
+    await this.consumer.connect();
     await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
     await this.consumer.run({ autoCommit: false, eachMessage: (payload) => this.handle(payload) });
   }
@@ -39,7 +40,18 @@ export class ConsumerLoop {
     await this.consumer.disconnect();
   }
 
+  /** One message, heartbeating while it is in flight: kafkajs heartbeats only between messages,
+   * and a transaction may wait on another's claim for longer than the session timeout. */
   private async handle(payload: EachMessagePayload): Promise<void> {
+    const beating = setInterval(() => void payload.heartbeat().catch(() => undefined), 1000);
+    try {
+      await this.acknowledgeAfter(payload);
+    } finally {
+      clearInterval(beating);
+    }
+  }
+
+  private async acknowledgeAfter(payload: EachMessagePayload): Promise<void> {
     const { topic, partition, message, heartbeat } = payload;
     let event: Envelope | null = null;
     for (let attempt = 1; ; attempt += 1) {

@@ -1,9 +1,9 @@
 /**
  * `node dist/main.js`: the inventory-reservation-v1 consumer process. The one place that wires
- * settings, the pool, Kafka, the processor, the loop and the control endpoint.
+ * settings, the pools, Kafka, the processors, the loops and the control endpoint.
  */
 
-import { Kafka, logLevel } from "kafkajs";
+import { Kafka, PartitionAssigners, type PartitionAssigner, logLevel } from "kafkajs";
 import pg from "pg";
 
 import { ConsumerLoop } from "./consumerLoop.js";
@@ -17,23 +17,20 @@ import { SettingsError, loadSettings } from "./settings.js";
 
 const DEFAULT_CONSUMER_NAME = "inventory-reservation-v1";
 
+/** kafkajs's round-robin assignor under the protocol name the Java client and librdkafka give the
+ * same strategy ("roundrobin"): members of every implementation can then share one group, as they
+ * do for a moment when `make up INVENTORY_IMPL=…` replaces one with another. */
+const roundRobin: PartitionAssigner = (config) => ({ ...PartitionAssigners.roundRobin(config), name: "roundrobin" });
+
 async function main(): Promise<void> {
   const settings = loadSettings();
   const consumerName = settings.consumerName ?? DEFAULT_CONSUMER_NAME;
   const processName = settings.processName ?? consumerName;
+  const group = settings.consumerGroup ?? consumerName;
   setLogFields({ consumer: consumerName, process: processName, implementation: "node" });
 
   const faults = new FaultPoints();
   faults.armFromSpec(settings.faults);
-
-  // One checked-out client per transaction (processor.ts); the pool only keeps it warm.
-  const pool = new pg.Pool({
-    connectionString: settings.databaseUrl,
-    max: 1,
-    connectionTimeoutMillis: 5000,
-    application_name: processName.slice(0, 63),
-  });
-  pool.on("error", (error) => log.warn("an idle database connection failed", { error: error.message }));
 
   const kafka = new Kafka({
     clientId: processName,
@@ -42,58 +39,73 @@ async function main(): Promise<void> {
     logCreator: () => (entry) => log.warn(`kafkajs: ${entry.log.message}`, { namespace: entry.namespace }),
   });
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  const consumer = kafka.consumer({
-    groupId: settings.consumerGroup ?? consumerName,
-    sessionTimeout: 30_000,
-    heartbeatInterval: 1_000,
-    allowAutoTopicCreation: false,
-  });
-
-  const processor = new MessageProcessor(
-    {
-      consumerName,
-      isolationLevel: settings.isolationLevel,
-      ignoredTypes: IGNORED_TYPES,
-      dedupHorizonMs: settings.dedupHorizonDays * 86_400_000,
-      maxTransactionAttempts: 8,
-      maxHandlerAttempts: 3,
-      backoffBaseMs: 5,
-      backoffCapMs: 1000,
-    },
-    pool,
-    HANDLERS,
-    faults,
-  );
   const deadLetters = new DeadLetterPublisher(producer, consumerName, settings.deadLetterTopic ?? `dlq.${consumerName}`);
-  const loop = new ConsumerLoop(consumer, processor, deadLetters, faults);
+
+  // CONSUMER_MEMBERS members of the group, each with its own connection: one checked-out client
+  // per transaction (processor.ts); the pool only keeps it warm.
+  const pools: pg.Pool[] = [];
+  const loops: ConsumerLoop[] = [];
+  for (let member = 0; member < settings.members; member += 1) {
+    const pool = new pg.Pool({
+      connectionString: settings.databaseUrl,
+      max: 1,
+      connectionTimeoutMillis: 5000,
+      application_name: processName.slice(0, 63),
+    });
+    pool.on("error", (error) => log.warn("an idle database connection failed", { error: error.message }));
+    pools.push(pool);
+    const consumer = kafka.consumer({
+      groupId: group,
+      sessionTimeout: 6_000, // a crashed member's partitions move on within seconds (the loop heartbeats)
+      heartbeatInterval: 1_000,
+      allowAutoTopicCreation: false,
+      partitionAssigners: [roundRobin],
+    });
+    consumer.on(consumer.events.CRASH, (event) => {
+      if (!event.payload.restart) {
+        log.error("the Kafka consumer stopped for good", { error: String(event.payload.error) });
+        process.exit(1);
+      }
+    });
+    const processor = new MessageProcessor(
+      {
+        consumerName,
+        isolationLevel: settings.isolationLevel,
+        ignoredTypes: IGNORED_TYPES,
+        dedupHorizonMs: settings.dedupHorizonDays * 86_400_000,
+        maxTransactionAttempts: 8,
+        maxHandlerAttempts: 3,
+        backoffBaseMs: 5,
+        backoffCapMs: 1000,
+      },
+      pool,
+      HANDLERS,
+      faults,
+    );
+    loops.push(new ConsumerLoop(consumer, processor, deadLetters, faults));
+  }
 
   if (settings.controlPort !== null) {
     await serveControl({ faults, consumerName, allowedHosts: settings.allowedHosts }, settings.controlHost, settings.controlPort);
   }
   await producer.connect();
-  await consumer.connect();
-  const topics = settings.topics ?? [...TOPICS];
-  log.info("consuming", { topics, group: settings.consumerGroup ?? consumerName });
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("stopping", { signal });
-    await loop.stop().catch(() => undefined);
+    await Promise.all(loops.map((loop) => loop.stop().catch(() => undefined)));
     await producer.disconnect().catch(() => undefined);
-    await pool.end().catch(() => undefined);
+    await Promise.all(pools.map((pool) => pool.end().catch(() => undefined)));
     process.exit(0);
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
-  consumer.on(consumer.events.CRASH, (event) => {
-    if (!event.payload.restart) {
-      log.error("the Kafka consumer stopped for good", { error: String(event.payload.error) });
-      process.exit(1);
-    }
-  });
-  await loop.run(topics);
+
+  const topics = settings.topics ?? [...TOPICS];
+  log.info("consuming", { topics, group, members: settings.members });
+  await Promise.all(loops.map((loop) => loop.run(topics)));
 }
 
 main().catch((error: unknown) => {

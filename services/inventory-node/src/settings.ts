@@ -20,6 +20,7 @@ export interface Settings {
   processName: string | null;
   faults: string;
   allowedHosts: Set<string>;
+  members: number;
 }
 
 export class SettingsError extends Error {}
@@ -76,6 +77,7 @@ export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settin
     controlPort: port ? number(variables, "CONTROL_PORT", 0, 1, 65535) : null,
     processName: variables["EO_PROCESS_NAME"] || null,
     faults: variables["EO_FAULTS"] ?? "",
+    members: number(variables, "CONSUMER_MEMBERS", 1, 1, 16),
     allowedHosts: new Set(
       (variables["ALLOWED_HOSTS"] ?? "").split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
     ),

@@ -1,0 +1,117 @@
+package effectivelyonce.inventory;
+
+import io.micrometer.core.instrument.binder.system.UptimeMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.util.HashMap;
+import java.util.Map;
+import org.springframework.boot.SpringApplication;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.context.annotation.Bean;
+import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.util.backoff.FixedBackOff;
+
+/**
+ * `java -jar inventory-java.jar`: the inventory-reservation-v1 consumer process, configured by
+ * the contract's environment variables (docs/consumer-process-contract.md). The one place that
+ * wires settings into Spring Boot's own properties.
+ */
+@SpringBootApplication
+public class InventoryApplication {
+
+  public static void main(String[] args) {
+    ConsumerSettings settings;
+    try {
+      settings = ConsumerSettings.fromEnvironment(System.getenv());
+    } catch (ConsumerSettings.SettingsError error) {
+      System.err.println("inventory-java: " + error.getMessage());
+      System.exit(2);
+      return;
+    }
+    SpringApplication application = new SpringApplication(InventoryApplication.class);
+    application.setDefaultProperties(properties(settings));
+    application.addInitializers(context -> context.getBeanFactory().registerSingleton("consumerSettings", settings));
+    application.run(args);
+  }
+
+  /** Spring Boot's properties from the contract's settings: Hikari, the Kafka client, the web server. */
+  static Map<String, Object> properties(ConsumerSettings settings) {
+    Map<String, Object> properties = new HashMap<>();
+    properties.put("spring.main.banner-mode", "off");
+    properties.put("spring.main.web-application-type", settings.controlPort() == null ? "none" : "servlet");
+    if (settings.controlPort() != null) {
+      properties.put("server.port", settings.controlPort());
+      properties.put("server.address", settings.controlHost());
+    }
+    properties.put("spring.datasource.url", settings.jdbcUrl());
+    if (settings.databaseUser() != null) {
+      properties.put("spring.datasource.username", settings.databaseUser());
+    }
+    if (settings.databasePassword() != null) {
+      properties.put("spring.datasource.password", settings.databasePassword());
+    }
+    // CONSUMER_MEMBERS group members, each a listener thread with one connection: one message's
+    // transaction at a time on each.
+    properties.put("spring.kafka.listener.concurrency", settings.members());
+    properties.put("spring.datasource.hikari.maximum-pool-size", settings.members());
+    if (settings.instanceId() != null) { // static membership: a restart takes its partitions back at once
+      properties.put("spring.kafka.consumer.properties.group.instance.id", settings.instanceId());
+    }
+    properties.put("spring.datasource.hikari.connection-timeout", 5000);
+    properties.put("spring.datasource.hikari.initialization-fail-timeout", -1);
+    properties.put("spring.datasource.hikari.transaction-isolation",
+        "TRANSACTION_" + settings.isolationLevel().name());
+    properties.put("spring.datasource.hikari.data-source-properties.ApplicationName", settings.effectiveProcessName());
+    properties.put("spring.kafka.bootstrap-servers", settings.bootstrapServers());
+    properties.put("spring.kafka.client-id", settings.effectiveProcessName());
+    properties.put("spring.kafka.consumer.auto-offset-reset", "earliest");
+    properties.put("spring.kafka.consumer.enable-auto-commit", false);
+    properties.put("spring.kafka.consumer.key-deserializer",
+        "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+    properties.put("spring.kafka.consumer.value-deserializer",
+        "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+    properties.put("spring.kafka.consumer.properties.session.timeout.ms", 6000);
+    properties.put("spring.kafka.consumer.properties.heartbeat.interval.ms", 1000);
+    // The strategies every implementation's client knows ("range" for librdkafka, "roundrobin" for
+    // all three), so members of another implementation can share the group while one replaces another.
+    properties.put("spring.kafka.consumer.properties.partition.assignment.strategy",
+        "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.RoundRobinAssignor,"
+            + "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+    // Nothing is committed until the listener calls acknowledge(), which commits at once.
+    properties.put("spring.kafka.listener.ack-mode", "manual_immediate");
+    properties.put("spring.kafka.producer.acks", "all");
+    properties.put("spring.kafka.producer.key-serializer", "org.apache.kafka.common.serialization.ByteArraySerializer");
+    properties.put("spring.kafka.producer.value-serializer",
+        "org.apache.kafka.common.serialization.ByteArraySerializer");
+    properties.put("spring.kafka.producer.properties.enable.idempotence", true);
+    properties.put("logging.structured.format.console", "logstash");
+    return properties;
+  }
+
+  @Bean
+  PrometheusMeterRegistry prometheusMeterRegistry() {
+    PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+    new UptimeMetrics().bindTo(registry); // process_start_time_seconds: how a restart is told
+    return registry;
+  }
+
+  @Bean
+  ConsumerMetrics consumerMetrics(PrometheusMeterRegistry registry, ConsumerSettings settings,
+      InventoryHandlers inventory) {
+    return new ConsumerMetrics(registry, settings.effectiveConsumerName(), inventory.handlers().keySet());
+  }
+
+  @Bean
+  FaultPoints faultPoints(PrometheusMeterRegistry registry, ConsumerSettings settings) {
+    FaultPoints faults = new FaultPoints(registry);
+    faults.armFromSpec(settings.faults());
+    return faults;
+  }
+
+  /** The listener handles every failure itself; an exception that still escapes (a shutdown in
+   * the middle of a retry) must never let the container skip the record: retry it for ever. */
+  @Bean
+  DefaultErrorHandler neverSkip() {
+    return new DefaultErrorHandler(new FixedBackOff(1000L, FixedBackOff.UNLIMITED_ATTEMPTS));
+  }
+}

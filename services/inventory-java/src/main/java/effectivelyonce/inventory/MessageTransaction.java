@@ -1,0 +1,94 @@
+package effectivelyonce.inventory;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.postgresql.core.BaseConnection;
+import org.postgresql.core.TransactionState;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.stereotype.Service;
+import org.springframework.transaction.annotation.Propagation;
+import org.springframework.transaction.annotation.Transactional;
+
+/**
+ * The correct path, alone: claim → handler → commit, as one transactional method.
+ *
+ * `apply` runs in a transaction of its own (REQUIRES_NEW): whatever the caller is in, the marker
+ * and the business change commit together when the method returns through its Spring proxy,
+ * before the listener acknowledges. It must be called on the injected bean (the proxy), never as
+ * `this.apply(...)`, which would bypass the transaction. Every exception rolls back, checked ones
+ * included (rollbackFor), since a rolled-back attempt is never acknowledged.
+ *
+ * The marker is claimed with INSERT … ON CONFLICT DO NOTHING: a duplicate inserts nothing and
+ * commits an empty transaction; a concurrent copy waits on the unique index until the first
+ * commits (then it is a duplicate, or 40001 under snapshot isolation) or rolls back.
+ */
+@Service
+public class MessageTransaction {
+  static final String CLAIM =
+      "INSERT INTO processed_message (consumer_name, message_id) VALUES (?, ?) ON CONFLICT DO NOTHING";
+
+  /** The handler ended the transaction: the message fails (dead-lettered). */
+  public static final class HandlerBrokeTransaction extends RuntimeException {
+    HandlerBrokeTransaction(String message) {
+      super(message);
+    }
+  }
+
+  public enum Outcome {
+    APPLIED("applied"),
+    DUPLICATE("duplicate");
+
+    public final String label;
+
+    Outcome(String label) {
+      this.label = label;
+    }
+  }
+
+  private final JdbcTemplate jdbc;
+  private final DataSource dataSource;
+  private final FaultPoints faults;
+  private final ConsumerMetrics metrics;
+  private final String consumerName;
+
+  public MessageTransaction(
+      JdbcTemplate jdbc, DataSource dataSource, FaultPoints faults, ConsumerMetrics metrics,
+      ConsumerSettings settings) {
+    this.jdbc = jdbc;
+    this.dataSource = dataSource;
+    this.faults = faults;
+    this.metrics = metrics;
+    this.consumerName = settings.effectiveConsumerName();
+  }
+
+  @Transactional(propagation = Propagation.REQUIRES_NEW, rollbackFor = Exception.class)
+  public Outcome apply(Envelope event, Handler handler) throws SQLException {
+    faults.hit("before_claim");
+    long started = System.nanoTime();
+    int claimed = jdbc.update(CLAIM, consumerName, event.messageId());
+    metrics.claimWait(Duration.ofNanos(System.nanoTime() - started));
+    if (claimed == 0) {
+      return Outcome.DUPLICATE; // the empty transaction commits
+    }
+    faults.hit("after_claim");
+    handler.handle(event, jdbc);
+    checkStillOpen();
+    faults.hit("before_commit");
+    return Outcome.APPLIED;
+  }
+
+  /** The server's word on the session (ReadyForQuery), as the driver last read it. */
+  private void checkStillOpen() throws SQLException {
+    Connection connection = DataSourceUtils.getConnection(dataSource);
+    TransactionState state = connection.unwrap(BaseConnection.class).getTransactionState();
+    if (state == TransactionState.IDLE) {
+      throw new HandlerBrokeTransaction("the handler ended the transaction (a COMMIT or ROLLBACK)");
+    }
+    if (state == TransactionState.FAILED) {
+      throw new IllegalStateException("a statement in the handler failed and the transaction is aborted");
+    }
+  }
+}
