@@ -20,7 +20,9 @@ export EO_CACHE_DIR := $(CACHE_DIR)
 
 # Compose when a Docker engine answers; the native launcher otherwise (this is decided per call).
 DOCKER_ENGINE = $(shell timeout 5 docker info >/dev/null 2>&1 && echo yes)
-COMPOSE := docker compose
+# INVENTORY_IMPL=java|node puts that implementation in the inventory slot: natively the launcher
+# reads it; with compose, its file in infra/compose/ goes over docker-compose.yml.
+COMPOSE = docker compose $(if $(filter java node,$(INVENTORY_IMPL)),-f docker-compose.yml -f infra/compose/inventory-$(INVENTORY_IMPL).yml)
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
@@ -45,7 +47,7 @@ $(UV):
 venv: $(UV) ## Create or update the virtual environment from uv.lock
 	@$(UV) sync --frozen --quiet
 
-up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay
+up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay, INVENTORY_IMPL=java|node swaps inventory
 ifeq ($(DOCKER_ENGINE),yes)
 	$(COMPOSE) up --detach --build --wait \
 	  $(if $(REPLICAS),$(foreach s,outbox-relay orders-saga inventory payment notification sales-projection,--scale $(s)=$(REPLICAS)),)
@@ -122,7 +124,7 @@ inventory-java: $(JAVA_INVENTORY)/target/inventory-java.jar ## Build the Java (S
 
 $(JAVA_INVENTORY)/target/inventory-java.jar: $(JAVA_INVENTORY)/pom.xml $(shell find $(JAVA_INVENTORY)/src -type f 2>/dev/null)
 	@command -v mvn >/dev/null || { echo "Maven and Java 17+ are required for services/inventory-java: install maven and openjdk-17-jdk" >&2; exit 2; }
-	@cd $(JAVA_INVENTORY) && mvn -B -q package -DskipTests
+	@cd $(JAVA_INVENTORY) && mvn -B -q -Dstyle.color=never package -DskipTests
 	@touch $@
 
 $(NODE_INVENTORY)/dist/main.js: $(NODE_INVENTORY)/node_modules/.package-lock.json $(NODE_INVENTORY)/tsconfig.json $(wildcard $(NODE_INVENTORY)/src/*.ts $(NODE_INVENTORY)/src/*/*.ts)

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import logging
 
-from benchmarks import consumer_throughput, marker_purge, order_latency, relay_throughput
+from benchmarks import consumer_throughput, implementations, marker_purge, order_latency, relay_throughput
 from benchmarks.rows import Row, draw_png, table, write_json
 from services.settings import PROJECT_ROOT, Settings
 
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
-    print("make bench: consumer, relay, purge and saga figures in one run")
+    print("make bench: consumer (in three stacks), relay, purge and saga figures in one run")
     rows: list[Row] = consumer_throughput.measure(10_000, 50_000)
+    rows += implementations.measure(3_000)
     rows += relay_throughput.measure(50_000, 1_000, 10)
     correct = next(row.value for row in rows if row.case == "correct")
     url = consumer_throughput.database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))

@@ -13,6 +13,7 @@ import random
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -28,16 +29,25 @@ ACKNOWLEDGED = ("applied", "duplicate", "ignored", "terminal_failure")
 """The outcomes after which a delivery's offset is stored."""
 
 
+_HANDED_OUT: set[int] = set()
+_HANDING_OUT = threading.Lock()
+
+
 def free_port() -> int:
     """A loopback port nothing holds now, below the kernel's ephemeral range (32768 and up), so
-    no outgoing connection takes it before the process binds it."""
-    for _ in range(1000):
-        port = random.randint(20000, 32000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
+    no outgoing connection takes it before the process binds it; never one this process handed
+    out before, so scenarios running side by side cannot be given the same."""
+    with _HANDING_OUT:
+        for _ in range(1000):
+            port = random.randint(20000, 32000)
+            if port in _HANDED_OUT:
                 continue
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
             return port
     raise RuntimeError("no free loopback port between 20000 and 32000")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.settings import PROJECT_ROOT, Settings
-from tests.support.network import free_port, free_port_range
+from tests.support.network import free_ports
 
 
 @dataclass
@@ -25,22 +25,20 @@ class LauncherRun:
         default_factory=lambda: Settings().EO_STATE_DIR.parent / f"e2e-{uuid.uuid4().hex[:8]}"
     )
     ports: dict[str, int] = field(
-        default_factory=lambda: {
-            **{
-                name: free_port()
-                for name in (
-                    "POSTGRES_PORT",
-                    "KAFKA_PORT",
-                    "KAFKA_CONTROLLER_PORT",
-                    "CHAOS_PANEL_PORT",
-                    "ORDERS_API_PORT",
-                    "PAYMENT_PROVIDER_PORT",
-                    "MAIL_PORT",
-                    "PROMETHEUS_PORT",
-                )
-            },
-            "CONTROL_PORT_BASE": free_port_range(60),  # room for REPLICAS
-        }
+        default_factory=lambda: free_ports(
+            (
+                "POSTGRES_PORT",
+                "KAFKA_PORT",
+                "KAFKA_CONTROLLER_PORT",
+                "CHAOS_PANEL_PORT",
+                "ORDERS_API_PORT",
+                "PAYMENT_PROVIDER_PORT",
+                "MAIL_PORT",
+                "PROMETHEUS_PORT",
+            ),
+            "CONTROL_PORT_BASE",
+            60,  # room for REPLICAS
+        )
     )
     overrides: dict[str, str] = field(default_factory=lambda: {"PROMETHEUS_SCRAPE_INTERVAL_SECONDS": "2"})
 

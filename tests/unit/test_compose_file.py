@@ -169,3 +169,24 @@ def test_the_launcher_passes_allowed_hosts_on_when_the_user_sets_them() -> None:
     assert all(
         p.environment.get("ALLOWED_HOSTS") == "panel.example.org" for p in named if p.name != processes.PROMETHEUS
     )
+
+
+@pytest.mark.parametrize("implementation", ["java", "node"])
+def test_each_inventory_implementation_has_a_compose_file_that_replaces_only_how_inventory_runs(
+    compose: dict[str, Any], implementation: str
+) -> None:
+    """`make up INVENTORY_IMPL=…` with a Docker engine lays infra/compose/inventory-….yml over the base:
+    it changes the image, the command and the health check of `inventory`, and nothing else, so the
+    database role, topics, control port and restart policy stay those of the inventory slot."""
+    override = yaml.safe_load((PROJECT_ROOT / "infra" / "compose" / f"inventory-{implementation}.yml").read_text())
+    assert set(override["services"]) == {"inventory"}
+    inventory = override["services"]["inventory"]
+    assert set(inventory) == {"build", "image", "command", "healthcheck"}
+    assert inventory["command"] == []  # the image's ENTRYPOINT runs the consumer
+    context = PROJECT_ROOT / inventory["build"]
+    dockerfile = (context / "Dockerfile").read_text()
+    assert "ENTRYPOINT" in dockerfile
+    port = str(compose["services"]["inventory"]["environment"]["CONTROL_PORT"])
+    assert any(f":{port}/metrics" in part for part in inventory["healthcheck"]["test"])
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "infra/compose/inventory-$(INVENTORY_IMPL).yml" in makefile

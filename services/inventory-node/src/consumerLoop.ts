@@ -31,7 +31,18 @@ export class ConsumerLoop {
 
   async run(topics: readonly string[]): Promise<void> {
     await this.consumer.connect();
-    await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
+    // A topic that does not exist yet is waited for, as librdkafka and the Java client do, rather
+    // than ending the process (which its supervisor would restart into the same error).
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await this.consumer.subscribe({ topics: [...topics], fromBeginning: true });
+        break;
+      } catch (error) {
+        if ((error as { type?: string }).type !== "UNKNOWN_TOPIC_OR_PARTITION" || this.stopping) throw error;
+        if (attempt === 1) log.warn("a topic to consume does not exist yet; waiting for it", { topics });
+        await sleep(Math.min(5000, 250 * attempt));
+      }
+    }
     await this.consumer.run({ autoCommit: false, eachMessage: (payload) => this.handle(payload) });
   }
 

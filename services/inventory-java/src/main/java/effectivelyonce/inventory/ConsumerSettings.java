@@ -33,7 +33,8 @@ public record ConsumerSettings(
     String faults,
     Set<String> allowedHosts,
     int members,
-    String instanceId) {
+    String instanceId,
+    String logLevel) {
 
   public static final String DEFAULT_CONSUMER_NAME = "inventory-reservation-v1";
   public static final List<String> DEFAULT_TOPICS = List.of("orders.events", "payment.events");
@@ -114,7 +115,21 @@ public record ConsumerSettings(
         Arrays.stream(env.getOrDefault("ALLOWED_HOSTS", "").split(","))
             .map(h -> h.trim().toLowerCase(Locale.ROOT)).filter(h -> !h.isEmpty()).collect(Collectors.toSet()),
         members == null ? 1 : (int) number("CONSUMER_MEMBERS", members, 1, 16),
-        instance == null ? null : instance.replace("{hostname}", hostname()));
+        instance == null ? null : instance.replace("{hostname}", hostname()),
+        logLevel(blankToNull(env.get("LOG_LEVEL"))));
+  }
+
+  /** LOG_LEVEL's names (DEBUG, INFO, WARNING, ERROR, CRITICAL) as Spring Boot's logging reads them. */
+  private static String logLevel(String level) {
+    if (level == null) {
+      return "INFO";
+    }
+    return switch (level) {
+      case "DEBUG", "INFO", "ERROR" -> level;
+      case "WARNING" -> "WARN";
+      case "CRITICAL" -> "ERROR";
+      default -> throw new SettingsError("LOG_LEVEL: one of DEBUG, INFO, WARNING, ERROR, CRITICAL");
+    };
   }
 
   private static String hostname() {

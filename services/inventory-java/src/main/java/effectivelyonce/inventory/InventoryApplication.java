@@ -85,6 +85,7 @@ public class InventoryApplication {
         "org.apache.kafka.common.serialization.ByteArraySerializer");
     properties.put("spring.kafka.producer.properties.enable.idempotence", true);
     properties.put("logging.structured.format.console", "logstash");
+    properties.put("logging.level.root", settings.logLevel()); // LOG_LEVEL, as the Python runtime reads it
     return properties;
   }
 
