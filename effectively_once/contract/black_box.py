@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
-
-import psycopg
 
 from ..envelope import Envelope
 from . import kafka
 from .process_subject import ProcessSubject
 from .running import RunningConsumer, wait_for
-from .scenarios import ContractViolation, NotDeclared, expect
+from .scenarios import ContractViolation, NotDeclared, ScenarioOf, expect, named
 
 CRASH_EXIT_CODE = kafka.CRASH_EXIT_CODE
 
@@ -219,36 +215,20 @@ def poison(subject: ProcessSubject) -> None:
     expect(seen == expected, f"the dead letter's headers are {seen}, not {expected}")
 
 
-@dataclass(frozen=True)
-class BlackBoxScenario:
-    name: str
-    run_on: Callable[[ProcessSubject], None]
+BlackBoxScenario = ScenarioOf[ProcessSubject]
+"""A scenario of the black-box suite."""
 
-    def run(self, subject: ProcessSubject) -> None:
-        subject.migrate()
-        try:
-            self.run_on(subject)
-        except psycopg.OperationalError as error:
-            raise ContractViolation(f"{self.name}: the database did not answer: {error}") from error
-
-    def __str__(self) -> str:
-        return self.name
-
-
-BLACK_BOX_SCENARIOS = tuple(
-    BlackBoxScenario(function.__name__.replace("_", "-"), function)
-    for function in (
-        sequential_duplicate,
-        two_connections_racing,
-        winner_commits,
-        winner_rolls_back,
-        two_consumer_names,
-        crash_after_commit_before_ack,
-        serialization_failure_repeatable_read,
-        serialization_failure_serializable,
-        semantic_duplicate,
-        out_of_order,
-        poison,
-    )
+BLACK_BOX_SCENARIOS: tuple[BlackBoxScenario, ...] = named(
+    sequential_duplicate,
+    two_connections_racing,
+    winner_commits,
+    winner_rolls_back,
+    two_consumer_names,
+    crash_after_commit_before_ack,
+    serialization_failure_repeatable_read,
+    serialization_failure_serializable,
+    semantic_duplicate,
+    out_of_order,
+    poison,
 )
 """The in-process suite's scenarios, by the same names, driving a process from outside."""

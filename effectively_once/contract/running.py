@@ -138,6 +138,11 @@ class RunningConsumer:
             "POST", "/faults", {"point": point, "action": action, "times": times, "stall_seconds": stall_seconds}
         )
 
+    def rewind(self, to: str = "beginning") -> list[dict[str, Any]]:
+        """POST /rewind: the process's partitions go back to `to` (a lab control, not every process has it)."""
+        partitions: list[dict[str, Any]] = self._request("POST", "/rewind", {"to": to})["partitions"]
+        return partitions
+
     def release(self) -> None:
         """Disarm every point: a stall in progress ends now."""
         self._request("DELETE", "/faults")

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import psycopg
 
@@ -21,7 +21,7 @@ from ..faults import FaultPoints
 from ..outcomes import Outcome
 from ..processor import MessageProcessor, NonRetryable, ProcessorConfig, TerminalFailure
 from . import kafka
-from .subject import Subject
+from .subject import Subject, Tables
 
 
 class ContractViolation(AssertionError):
@@ -282,12 +282,17 @@ def poison(subject: Subject) -> None:
     expect(len(reasons) == 1 and bool(reasons[0]), f"the poison's dead letter has reasons {reasons}")
 
 
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    run_on: Callable[[Subject], None]
+AnySubject = TypeVar("AnySubject", bound=Tables)
 
-    def run(self, subject: Subject) -> None:
+
+@dataclass(frozen=True)
+class ScenarioOf(Generic[AnySubject]):
+    """One scenario, for a subject in process (Subject) or from outside (ProcessSubject)."""
+
+    name: str
+    run_on: Callable[[AnySubject], None]
+
+    def run(self, subject: AnySubject) -> None:
         subject.migrate()
         try:
             self.run_on(subject)
@@ -298,20 +303,25 @@ class Scenario:
         return self.name
 
 
-SCENARIOS = tuple(
-    Scenario(function.__name__.replace("_", "-"), function)
-    for function in (
-        sequential_duplicate,
-        two_connections_racing,
-        winner_commits,
-        winner_rolls_back,
-        two_consumer_names,
-        crash_after_commit_before_ack,
-        serialization_failure_repeatable_read,
-        serialization_failure_serializable,
-        semantic_duplicate,
-        out_of_order,
-        poison,
-    )
+def named(*functions: Callable[[AnySubject], None]) -> tuple[ScenarioOf[AnySubject], ...]:
+    """Scenarios named after their functions (`winner_commits` is `winner-commits`)."""
+    return tuple(ScenarioOf(function.__name__.replace("_", "-"), function) for function in functions)
+
+
+Scenario = ScenarioOf[Subject]
+"""A scenario of the in-process suite."""
+
+SCENARIOS: tuple[Scenario, ...] = named(
+    sequential_duplicate,
+    two_connections_racing,
+    winner_commits,
+    winner_rolls_back,
+    two_consumer_names,
+    crash_after_commit_before_ack,
+    serialization_failure_repeatable_read,
+    serialization_failure_serializable,
+    semantic_duplicate,
+    out_of_order,
+    poison,
 )
 """The reference's eight scenarios, then a semantic duplicate, out-of-order delivery and poison."""

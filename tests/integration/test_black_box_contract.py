@@ -5,11 +5,14 @@ implementations: driven only through Kafka, its database and its control endpoin
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from effectively_once import contract
+from effectively_once.contract import kafka
+from effectively_once.contract.running import RunningConsumer
 from effectively_once.envelope import Envelope
 from services.settings import PROJECT_ROOT, Settings
 from tests.integration.conftest import service_schema
@@ -47,6 +50,16 @@ def inventory_processes(runtime_db: str, settings: Settings) -> dict[str, contra
     }
 
 
+def _on_every_implementation(
+    subjects: dict[str, contract.ProcessSubject], run: Callable[[contract.ProcessSubject], None]
+) -> None:
+    """`run` against every implementation at once; a failure names its implementation."""
+    with ThreadPoolExecutor(len(subjects)) as pool:
+        runs = {name: pool.submit(run, subject) for name, subject in subjects.items()}
+        failures = {name: future.exception() for name, future in runs.items() if future.exception() is not None}
+    assert not failures, "\n\n".join(f"{name}: {type(error).__name__}: {error}" for name, error in failures.items())
+
+
 @pytest.mark.parametrize("scenario", [s for s in contract.BLACK_BOX_SCENARIOS if s.name not in UNDECLARED], ids=str)
 def test_every_implementation_keeps_the_contract_from_outside(
     inventory_processes: dict[str, contract.ProcessSubject], scenario: contract.BlackBoxScenario
@@ -54,10 +67,29 @@ def test_every_implementation_keeps_the_contract_from_outside(
     """The scenario against the three implementations at once: each run has consumer names,
     topics, keys and a schema of its own, and every wait in it is for a condition, so they share
     the machine without touching each other (and the suite takes a third of the time)."""
-    with ThreadPoolExecutor(len(inventory_processes)) as pool:
-        runs = {name: pool.submit(scenario.run, subject) for name, subject in inventory_processes.items()}
-        failures = {name: run.exception() for name, run in runs.items() if run.exception() is not None}
-    assert not failures, "\n\n".join(f"{name}: {type(error).__name__}: {error}" for name, error in failures.items())
+    _on_every_implementation(inventory_processes, scenario.run)
+
+
+def _rewound_deliveries_are_duplicates(subject: contract.ProcessSubject) -> None:
+    name = subject.consumer_name("rewind")
+    topics = kafka.new_topics(subject.bootstrap_servers, name)
+    events = [subject.make_event(subject.key()) for _ in range(3)]
+    kafka.publish(subject.bootstrap_servers, topics.events, [event.to_json() for event in events])
+    with RunningConsumer(subject, name, [topics.events], topics.dead_letters) as consumer:
+        assert consumer.wait_acknowledged(3)["applied"] == 3
+        moved = consumer.rewind("beginning")
+        assert [(p["topic"], p["partition"]) for p in moved] == [(topics.events, 0)], moved
+        outcomes = consumer.wait_acknowledged(6)
+    assert (outcomes["applied"], outcomes["duplicate"]) == (3, 3), dict(outcomes)
+    assert [subject.effects_of(event) for event in events] == [1, 1, 1]
+
+
+def test_every_implementation_rewinds_its_group_and_the_redeliveries_are_duplicates(
+    inventory_processes: dict[str, contract.ProcessSubject],
+) -> None:
+    """POST /rewind on the control endpoint (the panel's rewind button, the soak's rewinds): the
+    partitions go back to the beginning, everything is delivered again, and nothing is applied twice."""
+    _on_every_implementation(inventory_processes, _rewound_deliveries_are_duplicates)
 
 
 # The suite fails what breaks the pattern, seen from outside too: the demo's Python process run

@@ -25,7 +25,11 @@ from tests.support.hostile_requests import Drawn, Operation, examples, requests_
 from tests.support.stacks import JAVA_QUICK_START, java_inventory_command, node_inventory_command
 
 COMMANDS = {"java": java_inventory_command, "node": node_inventory_command}
-PROTOCOL = {route: model for route, model in ROUTES.items() if route[1] in ("/metrics", "/faults", "/strategy")}
+PROTOCOL = {
+    route: model
+    for route, model in ROUTES.items()
+    if route[1] in ("/metrics", "/faults", "/strategy", "/rewind", "/hold", "/horizon")
+}
 ARM = json.dumps({"point": "after_claim", "action": "crash"}).encode()
 
 

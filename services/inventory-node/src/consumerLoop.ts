@@ -8,7 +8,7 @@
  * message is tried again until the database answers.
  */
 
-import type { Consumer, EachMessagePayload } from "kafkajs";
+import type { Admin, Consumer, EachMessagePayload } from "kafkajs";
 
 import type { DeadLetterPublisher } from "./deadLetters.js";
 import { type Envelope, PoisonMessage, decode } from "./envelope.js";
@@ -16,10 +16,26 @@ import type { FaultPoints } from "./faults.js";
 import { log } from "./log.js";
 import { type MessageProcessor, RetryLater, TerminalFailure } from "./processor.js";
 
+/** The event's ids for what a fault point tells, or null for a message that does not decode. */
+function peek(value: Buffer | null): Envelope | null {
+  try {
+    return decode(value);
+  } catch {
+    return null;
+  }
+}
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export interface Moved {
+  topic: string;
+  partition: number;
+  offset: string | number;
+}
 
 export class ConsumerLoop {
   private stopping = false;
+  private assigned: Record<string, number[]> = {};
 
   constructor(
     private readonly consumer: Consumer,
@@ -27,7 +43,32 @@ export class ConsumerLoop {
     private readonly deadLetters: DeadLetterPublisher,
     private readonly faults: FaultPoints,
     private readonly retryCapMs = 5000,
-  ) {}
+  ) {
+    this.consumer.on(this.consumer.events.GROUP_JOIN, (event) => {
+      this.assigned = event.payload.memberAssignment;
+    });
+  }
+
+  /** Move this member's partitions back to a time (null: the beginning): what follows is delivered
+   * again, and the markers make it duplicates. A partition with nothing at or after the time goes
+   * to its end. */
+  async rewind(admin: Admin, toTimestampMs: number | null): Promise<Moved[]> {
+    const moved: Moved[] = [];
+    for (const [topic, partitions] of Object.entries(this.assigned)) {
+      const ends = await admin.fetchTopicOffsets(topic);
+      const found = toTimestampMs === null ? [] : await admin.fetchTopicOffsetsByTimestamp(topic, toTimestampMs);
+      for (const partition of partitions) {
+        const end = ends.find((o) => o.partition === partition);
+        const atTime = found.find((o) => o.partition === partition)?.offset;
+        const offset =
+          toTimestampMs === null ? (end?.low ?? "0") : atTime !== undefined && atTime !== "-1" ? atTime : (end?.high ?? "0");
+        this.consumer.seek({ topic, partition, offset });
+        moved.push({ topic, partition, offset: toTimestampMs === null ? "beginning" : Number(offset) });
+      }
+    }
+    log.warn("rewound partitions; what follows is delivered again", { partitions: moved.length });
+    return moved;
+  }
 
   async run(topics: readonly string[]): Promise<void> {
     await this.consumer.connect();
@@ -55,8 +96,14 @@ export class ConsumerLoop {
    * and a transaction may wait on another's claim for longer than the session timeout. */
   private async handle(payload: EachMessagePayload): Promise<void> {
     const beating = setInterval(() => void payload.heartbeat().catch(() => undefined), 1000);
+    const event = peek(payload.message.value);
+    const inHand = {
+      consumer: this.processor.config.consumerName,
+      keys: event?.key ? [event.key] : [],
+      message_ids: event?.messageId ? [event.messageId] : [],
+    };
     try {
-      await this.acknowledgeAfter(payload);
+      await this.faults.within(inHand, () => this.acknowledgeAfter(payload));
     } finally {
       clearInterval(beating);
     }

@@ -7,6 +7,10 @@
  *   DELETE /faults[?point=x]   disarm one point, or all (stalls in progress end)
  *   GET    /strategy           {"consumer", "strategy": "correct", "strategies": ["correct"]}
  *   POST   /strategy           409: this implementation runs the correct path only
+ *   POST   /rewind             {"to": "beginning"} or {"to": "2026-12-02T12:00:00Z"}: the group's
+ *                              partitions go back there; {"consumer", "partitions": [...]}
+ *   GET    /hold, /horizon     what the panel shows: nothing held, the configured dedup horizon
+ *   POST   /hold, /horizon     409: those lab controls exist in the Python runtime only
  *
  * Who may call it: a Host that is a loopback name, an IP literal or a name in ALLOWED_HOSTS; no
  * browser request from another origin; a POST must be application/json (a cross-site form
@@ -168,6 +172,29 @@ export interface ControlOptions {
   consumerName: string;
   allowedHosts: ReadonlySet<string>;
   points?: readonly string[];
+  /** Move the group's partitions back to a time (null: the beginning); the partitions moved. */
+  rewind?: (toTimestampMs: number | null) => Promise<unknown[]>;
+  topics?: readonly string[];
+  horizonSeconds?: number;
+}
+
+const LAB_ONLY = "this implementation has no hold or horizon lab controls (the Python runtime has them: INVENTORY_IMPL=python)";
+
+const ISO_WITH_ZONE = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})$/;
+
+/** The POST /rewind body: "beginning" (null), or an ISO 8601 time with a zone (epoch milliseconds). */
+export function parseRewind(body: Record<string, unknown>): number | null {
+  for (const name of Object.keys(body)) {
+    if (name !== "to") throw new Refusal(400, `${cut(name)}: Extra inputs are not permitted`);
+  }
+  const to = body["to"];
+  if (typeof to !== "string" || to.length > 64) throw new Refusal(400, "to: Input should be a valid string of at most 64 characters");
+  if (to === "beginning") return null;
+  const moment = Date.parse(to);
+  if (!ISO_WITH_ZONE.test(to) || Number.isNaN(moment)) {
+    throw new Refusal(400, `"to" must be "beginning" or an ISO 8601 time with a zone, not ${cut(to)}`);
+  }
+  return moment;
 }
 
 async function route(options: ControlOptions, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -217,7 +244,18 @@ async function route(options: ControlOptions, request: IncomingMessage, response
   } else if (url.pathname === "/strategy" && method === "POST") {
     await readJson(request);
     throw new Refusal(409, "this implementation runs the correct path only (it is given no teaching strategies)");
-  } else if (["/metrics", "/faults", "/strategy"].includes(url.pathname)) {
+  } else if (url.pathname === "/rewind" && method === "POST" && options.rewind !== undefined) {
+    const target = parseRewind(await readJson(request));
+    send(response, 200, { consumer: consumerName, partitions: await options.rewind(target) });
+  } else if (url.pathname === "/hold" && method === "GET") {
+    send(response, 200, { consumer: consumerName, topics: options.topics ?? [], held: {} });
+  } else if (url.pathname === "/horizon" && method === "GET") {
+    const seconds = options.horizonSeconds ?? null;
+    send(response, 200, { consumer: consumerName, seconds, configured_seconds: seconds });
+  } else if ((url.pathname === "/hold" || url.pathname === "/horizon") && method === "POST") {
+    await readJson(request);
+    throw new Refusal(409, LAB_ONLY);
+  } else if (["/metrics", "/faults", "/strategy", "/rewind", "/hold", "/horizon"].includes(url.pathname)) {
     throw new Refusal(405, "GET, POST or DELETE");
   } else {
     throw new Refusal(404, `no route ${cut(url.pathname)}`);

@@ -5,6 +5,8 @@
  * points live in memory: a crash forgets them, so "crash once" means once.
  */
 
+import { AsyncLocalStorage } from "node:async_hooks";
+
 import { FAULTS_FIRED } from "./metrics.js";
 import { log } from "./log.js";
 
@@ -27,8 +29,16 @@ export class InjectedSerializationFailure extends Error {
   readonly code = "40001";
 }
 
+/** What a fault point tells about the work in hand: the consumer and the messages' ids and keys. */
+export type FaultContext = Record<string, unknown>;
+
+/** Told (point, action, context) just before an armed point fires; a crash waits for it. */
+export type FireListener = (point: string, action: FaultAction, context: FaultContext) => Promise<void>;
+
 export class FaultPoints {
   private readonly armedPoints = new Map<string, Arming>();
+  private readonly context = new AsyncLocalStorage<FaultContext>();
+  onFire: FireListener = async () => undefined;
   readonly fired: Record<string, number> = {};
   private releaseStalls: () => void = () => {};
   private released: Promise<void> = this.newRelease();
@@ -39,6 +49,11 @@ export class FaultPoints {
     return new Promise((resolve) => {
       this.releaseStalls = resolve;
     });
+  }
+
+  /** Run `work` with `context` as what any point it passes tells about the work in hand. */
+  within<T>(context: FaultContext, work: () => Promise<T>): Promise<T> {
+    return this.context.run(context, work);
   }
 
   arm(point: string, arming: Arming): void {
@@ -82,6 +97,7 @@ export class FaultPoints {
     }
     this.fired[point] = (this.fired[point] ?? 0) + 1;
     FAULTS_FIRED.labels(point).inc();
+    await this.onFire(point, arming.action, this.context.getStore() ?? {});
     switch (arming.action) {
       case "crash":
         log.warn("fault point: crashing", { fault_point: point });

@@ -14,6 +14,7 @@ import { HANDLERS, IGNORED_TYPES, TOPICS } from "./inventory/handlers.js";
 import { log, setLogFields } from "./log.js";
 import { MessageProcessor } from "./processor.js";
 import { SettingsError, loadSettings } from "./settings.js";
+import { KafkaTelemetry, NO_TELEMETRY, type Telemetry } from "./telemetry.js";
 
 const DEFAULT_CONSUMER_NAME = "inventory-reservation-v1";
 
@@ -40,6 +41,15 @@ async function main(): Promise<void> {
   });
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
   const deadLetters = new DeadLetterPublisher(producer, consumerName, settings.deadLetterTopic ?? `dlq.${consumerName}`);
+  // TELEMETRY_TOPIC empty: told to no one. Its own producer: acks=1, as telemetry may be lost.
+  const telemetryProducer = kafka.producer({ allowAutoTopicCreation: false });
+  const telemetry: Telemetry = settings.telemetryTopic
+    ? new KafkaTelemetry(telemetryProducer, settings.telemetryTopic, processName)
+    : NO_TELEMETRY;
+  faults.onFire = async (point, action, context) => {
+    telemetry.emit("fault", { point, action, ...context });
+    if (action === "crash") await telemetry.flush(2000);
+  };
 
   // CONSUMER_MEMBERS members of the group, each with its own connection: one checked-out client
   // per transaction (processor.ts); the pool only keeps it warm.
@@ -81,14 +91,35 @@ async function main(): Promise<void> {
       pool,
       HANDLERS,
       faults,
+      telemetry,
     );
     loops.push(new ConsumerLoop(consumer, processor, deadLetters, faults));
   }
 
+  const admin = kafka.admin();
+  const rewind = async (toTimestampMs: number | null) => {
+    await admin.connect();
+    const moved = (await Promise.all(loops.map((loop) => loop.rewind(admin, toTimestampMs)))).flat();
+    telemetry.emit("rewind", { consumer: consumerName, partitions: moved, to_timestamp_ms: toTimestampMs });
+    return moved;
+  };
   if (settings.controlPort !== null) {
-    await serveControl({ faults, consumerName, allowedHosts: settings.allowedHosts }, settings.controlHost, settings.controlPort);
+    await serveControl(
+      {
+        faults,
+        consumerName,
+        allowedHosts: settings.allowedHosts,
+        rewind,
+        topics: settings.topics ?? [...TOPICS],
+        horizonSeconds: settings.dedupHorizonDays * 86_400,
+      },
+      settings.controlHost,
+      settings.controlPort,
+    );
   }
   await producer.connect();
+  if (settings.telemetryTopic) await telemetryProducer.connect();
+  telemetry.emit("started", { consumer: consumerName, strategy: "correct", members: settings.members });
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -96,7 +127,10 @@ async function main(): Promise<void> {
     stopping = true;
     log.info("stopping", { signal });
     await Promise.all(loops.map((loop) => loop.stop().catch(() => undefined)));
+    await telemetry.flush(2000);
     await producer.disconnect().catch(() => undefined);
+    await telemetryProducer.disconnect().catch(() => undefined);
+    await admin.disconnect().catch(() => undefined);
     await Promise.all(pools.map((pool) => pool.end().catch(() => undefined)));
     process.exit(0);
   };

@@ -14,6 +14,7 @@ import { type Handler, HandlerBrokeTransaction, type IsolationLevel, attempt } f
 import type { Envelope } from "./envelope.js";
 import type { FaultPoints } from "./faults.js";
 import { log } from "./log.js";
+import { NO_TELEMETRY, type Telemetry } from "./telemetry.js";
 import { CLAIM_WAIT_SECONDS, OUTCOMES, type Outcome, RETRIES, ROLLBACKS, TRANSACTION_SECONDS, precreate } from "./metrics.js";
 
 /** Thrown by a handler for a failure no retry can fix: dead-lettered at the first attempt. */
@@ -73,6 +74,7 @@ export class MessageProcessor {
     private readonly pool: Pool,
     private readonly handlers: ReadonlyMap<string, Handler>,
     private readonly faults: FaultPoints,
+    private readonly telemetry: Telemetry = NO_TELEMETRY,
   ) {
     precreate(config.consumerName, handlers.keys());
   }
@@ -166,18 +168,20 @@ export class MessageProcessor {
     await sleep(Math.random() * ceiling);
   }
 
-  /** Count an outcome and log it (with ids, never the payload). */
+  /** Count an outcome, tell it (telemetry) and log it (with ids, never the payload). */
   record(eventType: string, outcome: Outcome, event: Envelope | null, fields: Record<string, unknown> = {}): void {
     OUTCOMES.labels(this.config.consumerName, eventType, outcome, "correct").inc();
-    const line = {
+    const told = {
       consumer: this.config.consumerName,
+      strategy: "correct",
       message_id: event?.messageId ?? null,
       key: event?.key ?? null,
       event_type: eventType,
-      trace_id: event?.traceId ?? null,
       outcome,
       ...fields,
     };
+    this.telemetry.emit("delivery", told);
+    const line = { ...told, trace_id: event?.traceId ?? null };
     if (outcome === "applied" || outcome === "duplicate") log.info(`message ${outcome}`, line);
     else log.warn(`message ${outcome}`, line);
   }

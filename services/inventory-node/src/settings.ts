@@ -21,6 +21,7 @@ export interface Settings {
   faults: string;
   allowedHosts: Set<string>;
   members: number;
+  telemetryTopic: string;
 }
 
 export class SettingsError extends Error {}
@@ -78,6 +79,7 @@ export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settin
     processName: variables["EO_PROCESS_NAME"] || null,
     faults: variables["EO_FAULTS"] ?? "",
     members: number(variables, "CONSUMER_MEMBERS", 1, 1, 16),
+    telemetryTopic: variables["TELEMETRY_TOPIC"] ?? "platform.telemetry",
     allowedHosts: new Set(
       (variables["ALLOWED_HOSTS"] ?? "").split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
     ),

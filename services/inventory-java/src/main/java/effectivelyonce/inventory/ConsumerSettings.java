@@ -34,7 +34,8 @@ public record ConsumerSettings(
     Set<String> allowedHosts,
     int members,
     String instanceId,
-    String logLevel) {
+    String logLevel,
+    String telemetryTopic) {
 
   public static final String DEFAULT_CONSUMER_NAME = "inventory-reservation-v1";
   public static final List<String> DEFAULT_TOPICS = List.of("orders.events", "payment.events");
@@ -116,7 +117,8 @@ public record ConsumerSettings(
             .map(h -> h.trim().toLowerCase(Locale.ROOT)).filter(h -> !h.isEmpty()).collect(Collectors.toSet()),
         members == null ? 1 : (int) number("CONSUMER_MEMBERS", members, 1, 16),
         instance == null ? null : instance.replace("{hostname}", hostname()),
-        logLevel(blankToNull(env.get("LOG_LEVEL"))));
+        logLevel(blankToNull(env.get("LOG_LEVEL"))),
+        env.getOrDefault("TELEMETRY_TOPIC", "platform.telemetry").trim());
   }
 
   /** LOG_LEVEL's names (DEBUG, INFO, WARNING, ERROR, CRITICAL) as Spring Boot's logging reads them. */

@@ -39,8 +39,15 @@ public class ControlEndpoint {
   private final FaultPoints faults;
   private final PrometheusMeterRegistry registry;
   private final String consumerName;
+  private final InventoryListener listener;
+  private final Telemetry telemetry;
+  private final ConsumerSettings settings;
 
-  public ControlEndpoint(FaultPoints faults, PrometheusMeterRegistry registry, ConsumerSettings settings) {
+  public ControlEndpoint(FaultPoints faults, PrometheusMeterRegistry registry, ConsumerSettings settings,
+      InventoryListener listener, Telemetry telemetry) {
+    this.listener = listener;
+    this.telemetry = telemetry;
+    this.settings = settings;
     this.faults = faults;
     this.registry = registry;
     this.consumerName = settings.effectiveConsumerName();
@@ -119,6 +126,53 @@ public class ControlEndpoint {
     ControlDoor.readJson(raw);
     throw new Refusal(HttpStatus.CONFLICT,
         "this implementation runs the correct path only (it is given no teaching strategies)");
+  }
+
+  /** {"to": "beginning"} or {"to": an ISO 8601 time with a zone}: the group's partitions go back there. */
+  @PostMapping(value = "/rewind", produces = MediaType.APPLICATION_JSON_VALUE)
+  public Map<String, Object> rewind(@RequestBody(required = false) byte[] raw) {
+    JsonNode body = ControlDoor.readJson(raw);
+    body.propertyNames().forEach(name -> {
+      if (!name.equals("to")) {
+        throw new Refusal(HttpStatus.BAD_REQUEST, ControlDoor.cut(name) + ": Extra inputs are not permitted");
+      }
+    });
+    String to = stringField(body, "to");
+    Long target = null;
+    if (!to.equals("beginning")) {
+      try {
+        target = java.time.OffsetDateTime.parse(to.replace("Z", "+00:00")).toInstant().toEpochMilli();
+      } catch (java.time.format.DateTimeParseException unreadable) {
+        throw new Refusal(HttpStatus.BAD_REQUEST,
+            "\"to\" must be \"beginning\" or an ISO 8601 time with a zone, not " + ControlDoor.cut(to));
+      }
+    }
+    var moved = listener.rewind(target);
+    Map<String, Object> told = new LinkedHashMap<>();
+    told.put("consumer", consumerName);
+    told.put("partitions", moved);
+    told.put("to_timestamp_ms", target);
+    telemetry.emit("rewind", told);
+    return Map.of("consumer", consumerName, "partitions", moved);
+  }
+
+  @GetMapping(value = "/hold", produces = MediaType.APPLICATION_JSON_VALUE)
+  public Map<String, Object> holds() {
+    return Map.of("consumer", consumerName, "topics", settings.effectiveTopics(), "held", Map.of());
+  }
+
+  @GetMapping(value = "/horizon", produces = MediaType.APPLICATION_JSON_VALUE)
+  public Map<String, Object> horizon() {
+    double seconds = settings.dedupHorizonDays() * 86_400;
+    return Map.of("consumer", consumerName, "seconds", seconds, "configured_seconds", seconds);
+  }
+
+  /** The lab controls the Python runtime has (hold a topic back, shorten the horizon): not here. */
+  @PostMapping(value = {"/hold", "/horizon"}, produces = MediaType.APPLICATION_JSON_VALUE)
+  public Map<String, Object> labOnly(@RequestBody(required = false) byte[] raw) {
+    ControlDoor.readJson(raw);
+    throw new Refusal(HttpStatus.CONFLICT, "this implementation has no hold or horizon lab controls"
+        + " (the Python runtime has them: INVENTORY_IMPL=python)");
   }
 
   @ExceptionHandler(Refusal.class)

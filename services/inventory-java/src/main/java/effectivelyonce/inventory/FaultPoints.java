@@ -56,13 +56,34 @@ public final class FaultPoints {
     }
   }
 
+  /** Told (point, action, context) just before an armed point fires; a crash waits for it. */
+  @FunctionalInterface
+  public interface FireListener {
+    void fired(String point, String action, Map<String, Object> context);
+  }
+
   private final Map<String, Arming> armed = new LinkedHashMap<>();
+  private final ThreadLocal<Map<String, Object>> context = ThreadLocal.withInitial(Map::of);
+  private volatile FireListener onFire = (point, action, inHand) -> { };
   private final Map<String, Integer> fired = new ConcurrentHashMap<>();
   private final MeterRegistry registry;
   private CountDownLatch release = new CountDownLatch(1);
 
   public FaultPoints(MeterRegistry registry) {
     this.registry = registry;
+  }
+
+  public void onFire(FireListener listener) {
+    this.onFire = listener;
+  }
+
+  /** What any point this thread passes tells about the work in hand (consumer, keys, message ids). */
+  public void setContext(Map<String, Object> inHand) {
+    context.set(inHand);
+  }
+
+  public void clearContext() {
+    context.remove();
   }
 
   public synchronized void arm(String point, Arming arming) {
@@ -133,6 +154,7 @@ public final class FaultPoints {
     }
     Counter.builder("eo.faults.fired").description("Injected faults that fired, by fault point.")
         .tag("point", point).register(registry).increment();
+    onFire.fired(point, arming.action, context.get());
     switch (arming.action) {
       case "crash" -> {
         log.warn("fault point {}: crashing", point);

@@ -103,9 +103,18 @@ public class InventoryApplication {
   }
 
   @Bean
-  FaultPoints faultPoints(PrometheusMeterRegistry registry, ConsumerSettings settings) {
+  FaultPoints faultPoints(PrometheusMeterRegistry registry, ConsumerSettings settings, Telemetry telemetry) {
     FaultPoints faults = new FaultPoints(registry);
     faults.armFromSpec(settings.faults());
+    faults.onFire((point, action, inHand) -> {
+      Map<String, Object> told = new HashMap<>(inHand);
+      told.put("point", point);
+      told.put("action", action);
+      telemetry.emit("fault", told);
+      if (action.equals("crash")) {
+        telemetry.flush();
+      }
+    });
     return faults;
   }
 

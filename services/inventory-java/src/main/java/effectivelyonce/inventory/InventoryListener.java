@@ -1,11 +1,14 @@
 package effectivelyonce.inventory;
 
 import effectivelyonce.inventory.DeadLetters.TerminalFailure;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.kafka.annotation.KafkaListener;
+import org.springframework.kafka.listener.AbstractConsumerSeekAware;
 import org.springframework.kafka.support.Acknowledgment;
 import org.springframework.stereotype.Component;
 
@@ -20,14 +23,17 @@ import org.springframework.stereotype.Component;
  * database session acknowledges nothing: the same record is tried until the database answers.
  */
 @Component
-public class InventoryListener {
+public class InventoryListener extends AbstractConsumerSeekAware {
   private static final Logger log = LoggerFactory.getLogger(InventoryListener.class);
 
   private final MessageProcessor processor;
   private final DeadLetters deadLetters;
   private final FaultPoints faults;
+  private final String consumerName;
 
-  public InventoryListener(MessageProcessor processor, DeadLetters deadLetters, FaultPoints faults) {
+  public InventoryListener(
+      MessageProcessor processor, DeadLetters deadLetters, FaultPoints faults, ConsumerSettings settings) {
+    this.consumerName = settings.effectiveConsumerName();
     this.processor = processor;
     this.deadLetters = deadLetters;
     this.faults = faults;
@@ -38,6 +44,26 @@ public class InventoryListener {
       topics = "#{@consumerSettings.effectiveTopics()}",
       groupId = "#{@consumerSettings.effectiveGroup()}")
   public void onMessage(ConsumerRecord<byte[], byte[]> record, Acknowledgment acknowledgment) throws Exception {
+    faults.setContext(inHand(record));
+    try {
+      acknowledgeAfter(record, acknowledgment);
+    } finally {
+      faults.clearContext();
+    }
+  }
+
+  /** What a fault point tells about this record: the consumer, and the event's key and id if it decodes. */
+  private Map<String, Object> inHand(ConsumerRecord<byte[], byte[]> record) {
+    try {
+      Envelope event = Envelope.decode(record.value());
+      return Map.of("consumer", consumerName, "keys", List.of(event.key()), "message_ids", List.of(event.messageId()));
+    } catch (PoisonMessage poison) {
+      return Map.of("consumer", consumerName, "keys", List.of(), "message_ids", List.of());
+    }
+  }
+
+  private void acknowledgeAfter(ConsumerRecord<byte[], byte[]> record, Acknowledgment acknowledgment)
+      throws Exception {
     Envelope event = null;
     for (int attempt = 1; ; attempt++) {
       try {
@@ -59,6 +85,26 @@ public class InventoryListener {
     acknowledgment.acknowledge();
   }
 
+  /**
+   * Move every assigned partition of every listener thread back to a time (null: the beginning):
+   * what follows is delivered again, and the markers make it duplicates. Spring Kafka queues each
+   * seek for its consumer's thread, which performs it before its next poll.
+   */
+  public List<Map<String, Object>> rewind(Long toTimestampMs) {
+    List<Map<String, Object>> moved = new java.util.ArrayList<>();
+    for (var partition : getTopicsAndCallbacks().keySet()) {
+      moved.add(Map.of("topic", partition.topic(), "partition", partition.partition(),
+          "offset", toTimestampMs == null ? "beginning" : "time " + toTimestampMs));
+    }
+    if (toTimestampMs == null) {
+      seekToBeginning();
+    } else {
+      seekToTimestamp(toTimestampMs);
+    }
+    log.warn("rewound {} partition(s); what follows is delivered again", moved.size());
+    return moved;
+  }
+
   /** Publish the dead letter until the broker confirms it; only then may the original be acknowledged. */
   private void deadLetter(ConsumerRecord<byte[], byte[]> record, TerminalFailure failure, String messageId,
       Envelope event) throws InterruptedException {
@@ -71,7 +117,13 @@ public class InventoryListener {
         backOff(attempt);
       }
     }
-    processor.record(event, "terminal_failure");
+    Map<String, Object> where = new java.util.HashMap<>();
+    where.put("reason", failure.reason);
+    where.put("error_class", failure.errorClass);
+    where.put("topic", record.topic());
+    where.put("partition", record.partition());
+    where.put("offset", record.offset());
+    processor.record(event, "terminal_failure", where);
   }
 
   private static void backOff(int attempt) throws InterruptedException {

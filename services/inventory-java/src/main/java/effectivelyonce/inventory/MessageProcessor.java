@@ -43,15 +43,19 @@ public class MessageProcessor {
   private final Set<String> ignoredTypes;
   private final ConsumerMetrics metrics;
   private final Duration horizon;
+  private final Telemetry telemetry;
+  private final String consumerName;
 
   public MessageProcessor(
       MessageTransaction transaction, InventoryHandlers inventory, ConsumerMetrics metrics,
-      ConsumerSettings settings) {
+      ConsumerSettings settings, Telemetry telemetry) {
+    this.telemetry = telemetry;
     this.transaction = transaction; // the Spring proxy: apply() runs in its own transaction
     this.handlers = inventory.handlers();
     this.ignoredTypes = InventoryHandlers.IGNORED_TYPES;
     this.metrics = metrics;
     this.horizon = Duration.ofMillis((long) (settings.dedupHorizonDays() * 86_400_000L));
+    this.consumerName = settings.effectiveConsumerName();
   }
 
   /** Apply `event` once: "applied", "duplicate" or "ignored"; or throw TerminalFailure or RetryLater. */
@@ -141,10 +145,22 @@ public class MessageProcessor {
     }
   }
 
-  /** Count an outcome and log it (with ids, never the payload). */
+  /** Count an outcome, tell it (telemetry) and log it (with ids, never the payload). */
   public void record(Envelope event, String outcome) {
+    record(event, outcome, Map.of());
+  }
+
+  public void record(Envelope event, String outcome, Map<String, Object> fields) {
     String eventType = event == null ? "(undecodable)" : event.type();
     metrics.count(eventType, outcome);
+    Map<String, Object> told = new java.util.HashMap<>(fields);
+    told.put("consumer", consumerName);
+    told.put("strategy", "correct");
+    told.put("message_id", event == null ? null : event.messageId());
+    told.put("key", event == null ? null : event.key());
+    told.put("event_type", eventType);
+    told.put("outcome", outcome);
+    telemetry.emit("delivery", told);
     if (outcome.equals("applied") || outcome.equals("duplicate")) {
       log.info("message {} message_id={} key={} event_type={} trace_id={}", outcome,
           event == null ? null : event.messageId(), event == null ? null : event.key(), eventType,
