@@ -62,6 +62,12 @@ class LoopConfig:
         return settings | self.kafka
 
 
+class ClientFailed(Exception):
+    """librdkafka reported a fatal error (a static member fenced by its own rejoin after a broker
+    restart, for one): the client will never consume again, so the loop ends and the process with
+    it, for its supervisor to start a fresh one. Nothing is lost: only committed work was acknowledged."""
+
+
 @dataclass
 class _Delivery:
     message: Message
@@ -178,6 +184,8 @@ class ConsumerLoop:
         for message in messages:
             error = message.error()
             if error is not None:
+                if error.fatal() or error.code() == KafkaError._FATAL:  # the event itself says _FATAL
+                    raise ClientFailed(f"the Kafka client failed for good: {error.str()}")
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("consumer error: %s", error, extra={"consumer": self.name})
                 continue

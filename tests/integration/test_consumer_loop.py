@@ -221,3 +221,51 @@ def _committed_total(settings: Settings, group: str, topic: str) -> int:
     finally:
         checker.close()
     return sum(max(tp.offset, 0) for tp in committed)
+
+
+def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+) -> None:
+    """A static member fenced by another with its group.instance.id (as librdkafka's own rejoin
+    after a broker restart can do) gets a fatal error: its client will never consume again. The
+    loop must end (the runner then ends the process, for its supervisor to restart it), not poll
+    the dead client for ever while its partitions' messages wait (a soak found a saga stuck so)."""
+    instance = f"{name}-0"
+    loop = _loop(settings, runtime_db, name, topics, EO_INSTANCE_ID=instance)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            loop.run()
+        except BaseException as error:
+            failed.append(error)
+
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    producer.produce(topics.events, entry("order-1").to_json(), key=b"order-1")
+    assert producer.flush(30) == 0
+    member = threading.Thread(target=run)
+    member.start()
+    wait_for(lambda: loop.handled >= 1, 60, "the first member to be assigned its partition and consume")
+    usurper = Consumer(
+        {
+            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            "group.id": name,
+            "group.instance.id": instance,
+            "session.timeout.ms": 6000,
+        }
+    )
+    usurper.subscribe([topics.events])
+    try:
+        deadline = time.monotonic() + 60
+        while member.is_alive() and time.monotonic() < deadline:
+            usurper.poll(0.2)
+        member.join(timeout=5)
+    finally:
+        loop.stop()
+        usurper.close()
+    assert not member.is_alive(), "the fenced member kept polling a client that will never consume again"
+    assert [type(error).__name__ for error in failed] == ["ClientFailed"], failed
+    assert "fenced" in str(failed[0]).lower()

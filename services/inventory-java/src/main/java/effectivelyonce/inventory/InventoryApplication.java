@@ -7,7 +7,10 @@ import java.util.HashMap;
 import java.util.Map;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.slf4j.LoggerFactory;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.event.EventListener;
+import org.springframework.kafka.event.ConsumerStoppedEvent;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.util.backoff.FixedBackOff;
 
@@ -116,6 +119,21 @@ public class InventoryApplication {
       }
     });
     return faults;
+  }
+
+  /**
+   * A listener container that stops for any reason but a normal shutdown (fenced as a static
+   * member after a broker restart, an authorization failure, an error) will never consume again:
+   * the process ends (exit 70), for its supervisor to start a fresh one, rather than stay up while
+   * its partitions' messages wait. Nothing is lost: only committed work was acknowledged.
+   */
+  @EventListener
+  public void onConsumerStopped(ConsumerStoppedEvent stopped) {
+    if (stopped.getReason() != ConsumerStoppedEvent.Reason.NORMAL) {
+      LoggerFactory.getLogger(InventoryApplication.class)
+          .error("the Kafka consumer stopped for good ({}); ending the process", stopped.getReason());
+      Runtime.getRuntime().halt(70);
+    }
   }
 
   /** The listener handles every failure itself; an exception that still escapes (a shutdown in
