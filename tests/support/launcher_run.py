@@ -99,8 +99,8 @@ def running_system(**overrides: str) -> Iterator[LauncherRun]:
     run = LauncherRun()
     run.overrides.update(overrides)
     result = run.launcher("up")
-    assert result.returncode == 0, result.stdout + result.stderr
-    try:
+    try:  # a failed `up` is taken down too: what it started must not outlive the test
+        assert result.returncode == 0, result.stdout + result.stderr
         yield run
     finally:
         run.launcher("down")
