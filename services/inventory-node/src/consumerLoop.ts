@@ -1,11 +1,13 @@
 /**
  * The Kafka loop: take a message, run it through the processor, and only then acknowledge it.
  *
- * Acknowledging is committing the next offset of its partition, and it happens after the
- * transaction committed (applied, duplicate) or after the broker confirmed the dead letter
- * (terminal failure). A crash before that, even right after COMMIT, redelivers the message and
- * the marker makes it a duplicate. A lost database session acknowledges nothing: the same
- * message is tried again until the database answers.
+ * Acknowledging is returning from `eachMessage`: only then does kafkajs resolve the message's
+ * offset, and it commits resolved offsets (never fetched ones) every second, at the end of each
+ * fetched batch, before a rebalance and on a clean stop. The handler returns after the transaction
+ * committed (applied, duplicate) or after the broker confirmed the dead letter (terminal failure).
+ * A crash before that, even right after COMMIT, redelivers the message and the marker makes it a
+ * duplicate; so does a crash before resolved offsets were committed. A lost database session
+ * acknowledges nothing: the same message is tried again until the database answers.
  */
 
 import type { Admin, Consumer, EachMessagePayload } from "kafkajs";
@@ -24,6 +26,9 @@ function peek(value: Buffer | null): Envelope | null {
     return null;
   }
 }
+
+/** How often resolved offsets are committed while a batch is in progress. */
+const ACK_COMMIT_INTERVAL_MS = 1000;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -84,7 +89,13 @@ export class ConsumerLoop {
         await sleep(Math.min(5000, 250 * attempt));
       }
     }
-    await this.consumer.run({ autoCommit: false, eachMessage: (payload) => this.handle(payload) });
+    // autoCommit commits what eachMessage resolved by returning; ACK_COMMIT_INTERVAL_MS as the
+    // Python runtime's librdkafka commits its stored offsets.
+    await this.consumer.run({
+      autoCommit: true,
+      autoCommitInterval: ACK_COMMIT_INTERVAL_MS,
+      eachMessage: (payload) => this.handle(payload),
+    });
   }
 
   async stop(): Promise<void> {
@@ -110,7 +121,7 @@ export class ConsumerLoop {
   }
 
   private async acknowledgeAfter(payload: EachMessagePayload): Promise<void> {
-    const { topic, partition, message, heartbeat } = payload;
+    const { message, heartbeat } = payload;
     let event: Envelope | null = null;
     for (let attempt = 1; ; attempt += 1) {
       try {
@@ -135,7 +146,7 @@ export class ConsumerLoop {
       }
     }
     await this.faults.hit("after_commit_before_ack");
-    await this.consumer.commitOffsets([{ topic, partition, offset: (BigInt(message.offset) + 1n).toString() }]);
+    // Returning acknowledges: kafkajs resolves this offset now and commits it with the next batch.
   }
 
   /** Publish the dead letter until the broker confirms it; only then may the original be acknowledged. */

@@ -15,8 +15,9 @@ import org.springframework.stereotype.Component;
 /**
  * The Kafka side: take a record, run it through the processor, and only then acknowledge it.
  *
- * The container runs with AckMode.MANUAL_IMMEDIATE: nothing is committed until
- * `acknowledgment.acknowledge()`, which commits the record's offset at once. It is called after
+ * The container runs with AckMode.MANUAL: no offset is committed until
+ * `acknowledgment.acknowledge()` was called for its record; the container commits the
+ * acknowledged offsets of one poll together once its records are done. It is called after
  * MessageTransaction.apply returned, i.e. after its REQUIRES_NEW transaction committed (applied,
  * duplicate), or after the broker confirmed the dead letter (terminal failure). A crash before it,
  * even right after COMMIT, redelivers the record and the marker makes it a duplicate. A lost
