@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,33 +20,11 @@ from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from .ports import free_port
 from .process_subject import ProcessSubject
 
 ACKNOWLEDGED = ("applied", "duplicate", "ignored", "terminal_failure")
 """The outcomes after which a delivery's offset is stored."""
-
-
-_HANDED_OUT: set[int] = set()
-_HANDING_OUT = threading.Lock()
-
-
-def free_port() -> int:
-    """A loopback port nothing holds now, below the kernel's ephemeral range (32768 and up), so
-    no outgoing connection takes it before the process binds it; never one this process handed
-    out before, so scenarios running side by side cannot be given the same."""
-    with _HANDING_OUT:
-        for _ in range(1000):
-            port = random.randint(20000, 32000)
-            if port in _HANDED_OUT:
-                continue
-            with socket.socket() as probe:
-                try:
-                    probe.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-            _HANDED_OUT.add(port)
-            return port
-    raise RuntimeError("no free loopback port between 20000 and 32000")
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str, tail: Callable[[], str] = str) -> None:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import random
-import socket
 from collections.abc import Collection, Iterable
 
-LOW, HIGH = 20000, 32000
-"""Below the kernel's ephemeral range (32768-60999): no outgoing connection takes one of these
-ports between the moment a test picks it and the moment its server binds it."""
-
+from effectively_once.contract import ports
+from effectively_once.contract.ports import HIGH, port_is_free
 
 RESERVED = range(25400, 25500), range(29000, 29200)
 """Around the platform's default PostgreSQL and Kafka ports, which `make up` needs free."""
@@ -17,13 +13,9 @@ RESERVED_PORTS = {port for block in RESERVED for port in block}
 
 
 def free_port(excluding: Collection[int] = ()) -> int:
-    """A loopback TCP port that nothing holds right now, outside the ephemeral range, and not one
-    of `excluding` (ports already handed out for servers that have not bound them yet)."""
-    for _ in range(1000):
-        port = random.randint(LOW, HIGH)
-        if port not in RESERVED_PORTS and port not in excluding and port_is_free(port):
-            return port
-    raise RuntimeError(f"no free port between {LOW} and {HIGH}")
+    """A free loopback port outside the ephemeral range, the platform's defaults and `excluding`
+    (ports already handed out for servers that have not bound them yet)."""
+    return ports.free_port(excluding={*RESERVED_PORTS, *excluding})
 
 
 def free_ports(names: Iterable[str], range_name: str, range_size: int) -> dict[str, int]:
@@ -32,11 +24,11 @@ def free_ports(names: Iterable[str], range_name: str, range_size: int) -> dict[s
     must not be picked again for another (a single port inside the range would be taken twice)."""
     base = free_port_range(range_size)
     taken = set(range(base, base + range_size))
-    ports: dict[str, int] = {}
+    picked: dict[str, int] = {}
     for name in names:
-        ports[name] = free_port(excluding=taken)
-        taken.add(ports[name])
-    return {**ports, range_name: base}
+        picked[name] = free_port(excluding=taken)
+        taken.add(picked[name])
+    return {**picked, range_name: base}
 
 
 def free_port_range(count: int) -> int:
@@ -50,12 +42,3 @@ def free_port_range(count: int) -> int:
         ):
             return base
     raise RuntimeError(f"no {count} consecutive free ports found")
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
