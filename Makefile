@@ -22,7 +22,12 @@ export EO_CACHE_DIR := $(CACHE_DIR)
 DOCKER_ENGINE = $(shell timeout 5 docker info >/dev/null 2>&1 && echo yes)
 # INVENTORY_IMPL=java|node puts that implementation in the inventory slot: natively the launcher
 # reads it; with compose, its file in infra/compose/ goes over docker-compose.yml.
-COMPOSE = docker compose $(if $(filter java node,$(INVENTORY_IMPL)),-f docker-compose.yml -f infra/compose/inventory-$(INVENTORY_IMPL).yml)
+# BROKERS=3 lays infra/compose/brokers-3.yml over it: three Kafka nodes, every topic replicated.
+COMPOSE_FILES = $(if $(filter java node,$(INVENTORY_IMPL))$(filter 3,$(BROKERS)),-f docker-compose.yml) \
+  $(if $(filter java node,$(INVENTORY_IMPL)),-f infra/compose/inventory-$(INVENTORY_IMPL).yml) \
+  $(if $(filter 3,$(BROKERS)),-f infra/compose/brokers-3.yml)
+COMPOSE_KAFKA_3 := kafka:19092,kafka-2:19092,kafka-3:19092
+COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)) docker compose $(strip $(COMPOSE_FILES))
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 

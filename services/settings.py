@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from effectively_once.pending_work import WorkerSettings
@@ -59,8 +59,13 @@ class Settings(BaseSettings):
     KAFKA_BOOTSTRAP_SERVERS: str | None = None
     """A Kafka cluster to use instead of the broker the launcher runs."""
     KAFKA_PORT: int = 29092
+    """The first node's client port; node n listens on KAFKA_PORT + 2 (n - 1)."""
     KAFKA_CONTROLLER_PORT: int = 29093
+    """The first node's controller port; node n's is KAFKA_CONTROLLER_PORT + 2 (n - 1)."""
     KAFKA_HEAP: str = "512m"
+    BROKERS: int = 1
+    """Kafka nodes the launcher runs: 1 for the quick demo, 3 for the topology to copy (every topic
+    replicated 3 times, min.insync.replicas=2, unclean leader election off): `make up BROKERS=3`."""
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080
@@ -120,6 +125,23 @@ class Settings(BaseSettings):
                 )
         return self
 
+    @field_validator("BROKERS")
+    @classmethod
+    def _one_or_three_brokers(cls, brokers: int) -> int:
+        if brokers not in (1, 3):
+            raise ValueError("BROKERS is 1 (the quick demo) or 3 (replicated: a node may be lost)")
+        return brokers
+
+    @model_validator(mode="after")
+    def _refuse_overlapping_kafka_ports(self) -> Settings:
+        ports = [port for pair in self.kafka_node_ports for port in pair]
+        if len(set(ports)) != len(ports):
+            raise ValueError(
+                f"with BROKERS={self.BROKERS}, the Kafka nodes' ports overlap ({sorted(ports)}): node n listens on "
+                "KAFKA_PORT + 2(n-1) and KAFKA_CONTROLLER_PORT + 2(n-1); set KAFKA_CONTROLLER_PORT = KAFKA_PORT + 1"
+            )
+        return self
+
     # Derived values -------------------------------------------------------------------
 
     @property
@@ -142,7 +164,22 @@ class Settings(BaseSettings):
 
     @property
     def kafka_bootstrap_servers(self) -> str:
-        return self.KAFKA_BOOTSTRAP_SERVERS or f"127.0.0.1:{self.KAFKA_PORT}"
+        return self.KAFKA_BOOTSTRAP_SERVERS or ",".join(f"127.0.0.1:{port}" for port, _ in self.kafka_node_ports)
+
+    @property
+    def kafka_node_ports(self) -> list[tuple[int, int]]:
+        """(client port, controller port) of each Kafka node the launcher runs, node 1 first."""
+        return [(self.KAFKA_PORT + 2 * n, self.KAFKA_CONTROLLER_PORT + 2 * n) for n in range(self.BROKERS)]
+
+    @property
+    def kafka_replication_factor(self) -> int:
+        """Copies of every partition: one per node, at most three."""
+        return min(self.BROKERS, 3)
+
+    @property
+    def kafka_min_insync_replicas(self) -> int:
+        """Copies an acks=all write waits for: all but one when replicated, so one node may be away."""
+        return max(1, self.kafka_replication_factor - 1)
 
     def database_password(self, database: ServiceDatabase) -> str:
         return str(getattr(self, database.password_variable))

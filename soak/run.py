@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from infra.launcher import processes
+from infra.launcher import broker_chaos, processes
+from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
 from services.chaos_panel import records
 from services.chaos_panel.auditor import Anomaly, Query, Verdict, audit, database_reader
@@ -56,6 +57,10 @@ class Report:
 
 class Soak:
     def __init__(self, settings: Settings, say: Callable[[str], None] = print) -> None:
+        supervisor = Supervisor(settings.EO_STATE_DIR)
+        self.supervisor = supervisor if supervisor.is_running() else None
+        if self.supervisor is not None and settings.uses_own_kafka:  # the cluster that runs, not the one asked for
+            settings = settings.model_copy(update={"BROKERS": broker_chaos.supervised_nodes(self.supervisor)})
         self.settings = settings
         self.say = say
         self.api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
@@ -67,8 +72,6 @@ class Soak:
         )
         self.injector = Injector(settings.kafka_bootstrap_servers)
         self.query: Query = database_reader(lambda name: settings.auditor_database_url(database(name)))
-        supervisor = Supervisor(settings.EO_STATE_DIR)
-        self.supervisor = supervisor if supervisor.is_running() else None
         self.random = random.Random(17)
         self._orders_before: list[str] = []
 
@@ -82,7 +85,9 @@ class Soak:
         points = {state.name: state.points for state in states}
         consumers = [state.name for state in states if state.consumer]
         own_infrastructure = self.supervisor is not None and self.settings.uses_own_kafka
-        return schedule.plan(points, consumers, infrastructure_restarts=own_infrastructure)
+        return schedule.plan(
+            points, consumers, infrastructure_restarts=own_infrastructure, brokers=self.settings.BROKERS
+        )
 
     def carry_out(self, step: Step) -> None:
         if step.kind == schedule.PROCESS_CRASH:
@@ -98,10 +103,26 @@ class Soak:
             self.injector.republish(self.random.choice(events), copies=5, spread=True)
         elif step.kind == schedule.PROVIDER_TIMEOUT:
             self.control.set_sandbox_faults("payment-provider", {"timeout_after_charge": 2, "timeout_seconds": 4})
-        elif self.supervisor is not None:
+        elif self.supervisor is None:
+            raise InjectionError(f"{step.kind} needs the launcher's own Kafka and PostgreSQL")
+        elif step.kind in schedule.CLUSTER_FAULTS:
+            self._break_the_cluster(step, self.supervisor)
+        else:
             name = processes.KAFKA if step.kind == schedule.BROKER_RESTART else processes.POSTGRES
             self.supervisor.stop(name)
             self.supervisor.start(name)
+
+    def _break_the_cluster(self, step: Step, supervisor: Supervisor) -> None:
+        if step.kind == schedule.CONTROLLER_RESTART:
+            fault = broker_chaos.restart_controller(self.settings, supervisor)
+        else:
+            topic, partition = step.target.rsplit("/", 1)
+            if step.kind == schedule.LEADER_KILL:
+                fault = broker_chaos.kill_leader(self.settings, supervisor, topic, int(partition))
+            else:
+                node = broker_chaos.partition_leader(self.settings, topic, int(partition))
+                fault = broker_chaos.freeze(self.settings, supervisor, node, step.seconds)
+        self.say(f"  {fault.describe()}")
 
     # The run -----------------------------------------------------------------------------------
 
@@ -129,7 +150,7 @@ class Soak:
                     self.carry_out(step)
                     report.done[step.kind] += 1
                     self._log(started, step.describe())
-                except (ControlError, InjectionError) as error:
+                except (ControlError, InjectionError, LaunchError) as error:
                     report.skipped.append(f"{step.describe()}: {error}")
                     self._log(started, f"{step.describe()}: not now ({error}); later")
                     queue.append(step)  # a process may be restarting: try again later

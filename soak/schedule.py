@@ -12,22 +12,48 @@ REPUBLISH = "republish"
 BROKER_RESTART = "kafka restart"
 DATABASE_RESTART = "postgres restart"
 PROVIDER_TIMEOUT = "provider timeout after charging"
+LEADER_KILL = "leader kill"
+BROKER_FREEZE = "broker freeze"
+CONTROLLER_RESTART = "controller restart"
 
-KINDS = (PROCESS_CRASH, REWIND, REPUBLISH, BROKER_RESTART, DATABASE_RESTART, PROVIDER_TIMEOUT)
+KINDS = (
+    PROCESS_CRASH,
+    REWIND,
+    REPUBLISH,
+    BROKER_RESTART,
+    DATABASE_RESTART,
+    PROVIDER_TIMEOUT,
+    LEADER_KILL,
+    BROKER_FREEZE,
+    CONTROLLER_RESTART,
+)
+CLUSTER_FAULTS = (LEADER_KILL, BROKER_FREEZE, CONTROLLER_RESTART)
+"""What a replicated cluster (BROKERS=3) is put through in place of the one broker's restart."""
+
+LEADER_KILL_TARGETS = ("orders.events/0", "inventory.events/1", "payment.events/2", "orders.events/1")
+"""Partitions whose leader is killed, in turn: each of the saga's event topics, from the middle
+of the flow."""
+FREEZE_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
 class Step:
     kind: str
     target: str = ""
-    """The process (crash, rewind) or nothing."""
+    """The process (crash, rewind), the partition `topic/n` (leader kill, freeze) or nothing."""
     point: str = ""
+    seconds: float = 0.0
+    """How long a broker stays frozen."""
 
     def describe(self) -> str:
         if self.kind == PROCESS_CRASH:
             return f"crash {self.target} at {self.point}"
         if self.kind == REWIND:
             return f"rewind {self.target} a minute back"
+        if self.kind == LEADER_KILL:
+            return f"kill the leader of {self.target}"
+        if self.kind == BROKER_FREEZE:
+            return f"freeze the leader of {self.target} for {self.seconds:g} s"
         return self.kind
 
 
@@ -35,10 +61,17 @@ TEACHING_ONLY_POINTS = ("after_check", "between_transactions")
 """Points the correct strategy never passes: arming them would crash nothing."""
 
 
-def plan(points: dict[str, list[str]], consumers: list[str], infrastructure_restarts: bool) -> list[Step]:
+def plan(
+    points: dict[str, list[str]],
+    consumers: list[str],
+    infrastructure_restarts: bool,
+    brokers: int = 1,
+    leader_kills: int = 2,
+) -> list[Step]:
     """Every process crashed at every point it passes, every consumer rewound, duplicates republished,
     the broker and the database restarted, the provider timing out after charging, interleaved so
-    that any prefix of the plan mixes every kind."""
+    that any prefix of the plan mixes every kind. With a replicated cluster (`brokers` > 1) the
+    broker restart becomes `leader_kills` leader kills, a freeze and a controller restart."""
     crashes = [
         Step(PROCESS_CRASH, process, point)
         for process, names in sorted(points.items())
@@ -47,8 +80,15 @@ def plan(points: dict[str, list[str]], consumers: list[str], infrastructure_rest
     ]
     rewinds = [Step(REWIND, consumer) for consumer in sorted(consumers)]
     others = [Step(REPUBLISH), Step(PROVIDER_TIMEOUT), Step(REPUBLISH)]
-    if infrastructure_restarts:
+    if infrastructure_restarts and brokers > 1:
+        kills = [Step(LEADER_KILL, LEADER_KILL_TARGETS[n % len(LEADER_KILL_TARGETS)]) for n in range(leader_kills)]
+        others[1:1] = kills[:1]
+        others.append(Step(BROKER_FREEZE, "inventory.events/0", seconds=FREEZE_SECONDS))
+        others += kills[1:]
+        others.append(Step(CONTROLLER_RESTART))
+    elif infrastructure_restarts:
         others[1:1] = [Step(BROKER_RESTART)]
+    if infrastructure_restarts:
         others.append(Step(DATABASE_RESTART))
     lanes = [crashes, rewinds, others]
     steps: list[Step] = []

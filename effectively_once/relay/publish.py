@@ -16,11 +16,13 @@ from confluent_kafka import KafkaError, Message, Producer
 from .claim import OutboxRow
 
 
-def producer_settings(bootstrap_servers: str, delivery_timeout_seconds: float) -> dict[str, Any]:
+def producer_settings(bootstrap_servers: str, delivery_timeout_seconds: float, acks: str = "all") -> dict[str, Any]:
+    """The relay's producer: idempotent with `acks=all`; `acks="1"` is the teaching mistake
+    (leader-only confirmation, which idempotence does not allow)."""
     return {
         "bootstrap.servers": bootstrap_servers,
-        "acks": "all",
-        "enable.idempotence": True,
+        "acks": acks,
+        "enable.idempotence": acks == "all",
         "linger.ms": 2,
         "message.timeout.ms": int(delivery_timeout_seconds * 1000),
         "queue.buffering.max.messages": 500_000,

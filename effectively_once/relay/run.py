@@ -22,7 +22,17 @@ log = logging.getLogger("effectively_once.relay")
 
 def build(settings: RelaySettings, faults: FaultPoints, telemetry: Telemetry | None = None) -> list[DatabaseRelay]:
     """A relay per configured database, sharing one idempotent producer."""
-    producer = Producer(producer_settings(settings.KAFKA_BOOTSTRAP_SERVERS, settings.RELAY_DELIVERY_TIMEOUT_SECONDS))
+    if settings.RELAY_ACKS != "all":
+        log.warning(
+            "TEACHING SETTING RELAY_ACKS=%s IS ACTIVE: the leader alone confirms a row, and a leader that "
+            "dies before its followers copied it loses rows already marked published",
+            settings.RELAY_ACKS,
+        )
+    producer = Producer(
+        producer_settings(
+            settings.KAFKA_BOOTSTRAP_SERVERS, settings.RELAY_DELIVERY_TIMEOUT_SECONDS, settings.RELAY_ACKS
+        )
+    )
     return [
         DatabaseRelay(name, partial(psycopg.connect, url, connect_timeout=5), producer, settings, faults, telemetry)
         for name, url in sorted(settings.OUTBOX_DATABASE_URLS.items())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ..process import ProcessSettings
@@ -23,6 +25,11 @@ class RelaySettings(ProcessSettings):
     """The fallback when no notification comes: idle costs one cheap query a second."""
     RELAY_DELIVERY_TIMEOUT_SECONDS: float = Field(default=10.0, gt=0)
     """How long the broker has to confirm a batch before its rows are retried."""
+    RELAY_ACKS: Literal["all", "1"] = "all"
+    """`all` (the default, with idempotence): a row is marked published once every in-sync replica
+    holds it. `1` is a teaching mistake: the leader alone confirms, so a leader that dies before
+    its followers copied the row takes a row the relay already marked published with it
+    (docs/replicated-kafka.md)."""
     RELAY_RETRY_BASE_SECONDS: float = Field(default=0.5, gt=0)
     RELAY_RETRY_CAP_SECONDS: float = Field(default=30.0, gt=0)
     OUTBOX_RETENTION_HOURS: float = Field(default=24.0, gt=0)

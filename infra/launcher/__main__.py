@@ -73,9 +73,12 @@ def _logs(settings: Settings, arguments: argparse.Namespace) -> int:
 def _provision(settings: Settings, _: argparse.Namespace) -> int:
     """For docker-compose's one-shot job: roles, databases, migrations and topics."""
     provision(settings, _say)
-    kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=60)
+    kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=60, brokers=settings.BROKERS)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
     _say(f"created {len(created)} topics" if created else "every topic exists")
+    if settings.kafka_replication_factor > 1:
+        kafka_broker.wait_until_replicated(settings.kafka_bootstrap_servers, settings.kafka_replication_factor, 120)
+        _say(f"every partition has its {settings.kafka_replication_factor} in-sync replicas")
     return 0
 
 

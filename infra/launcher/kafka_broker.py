@@ -1,7 +1,10 @@
-"""Apache Kafka's broker, run from its own jars with Java 17 in KRaft mode.
+"""Apache Kafka, run from its own jars with Java 17 in KRaft mode: one node, or three (BROKERS=3).
 
 The jars come from Maven Central through infra/kafka/pom.xml and are cached outside git, keyed by
-the pom's content. Storage is formatted once; readiness is a metadata request that answers.
+the pom's content. Each node is both broker and controller; the nodes of a cluster share one
+cluster id, and each node's storage is formatted once. Readiness is a metadata request that names
+every node; with three, the launcher also waits until every partition has its full set of in-sync
+replicas, so a node may be lost from the first order on.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from string import Template
 
@@ -27,6 +30,13 @@ KAFKA_DIR = PROJECT_ROOT / "infra" / "kafka"
 POM = KAFKA_DIR / "pom.xml"
 LOG4J_CONFIG = KAFKA_DIR / "log4j2.xml"
 SERVER_TEMPLATE = KAFKA_DIR / "server.properties.template"
+
+
+def _run_or_fail(command: list[str], failure: str, fix: str) -> None:
+    """Run a setup command; a LaunchError with the end of its output when it fails."""
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise LaunchError(f"{failure}:\n" + (result.stdout + result.stderr)[-2000:], fix)
 
 
 def jar_dir(settings: Settings) -> Path:
@@ -50,7 +60,7 @@ def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
     staging = libs.with_name("libs.partial")
     shutil.rmtree(staging, ignore_errors=True)
     started = time.monotonic()
-    result = subprocess.run(
+    _run_or_fail(
         [
             mvn,
             "-B",
@@ -59,17 +69,11 @@ def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
             str(POM),
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
+            "-DoutputDirectory=" + str(staging),
         ],
-        capture_output=True,
-        text=True,
-        check=False,
+        "Maven could not fetch the Kafka broker's jars",
+        "check that Maven Central is reachable (`mvn -f infra/kafka/pom.xml dependency:resolve`)",
     )
-    if result.returncode != 0:
-        raise LaunchError(
-            "Maven could not fetch the Kafka broker's jars:\n" + (result.stdout + result.stderr)[-2000:],
-            "check that Maven Central is reachable (`mvn -f infra/kafka/pom.xml dependency:resolve`)",
-        )
     (staging / ".complete").write_text(POM.read_text())
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)
@@ -77,18 +81,30 @@ def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
     return libs
 
 
-def data_dir(settings: Settings) -> Path:
-    return settings.EO_STATE_DIR / "kafka"
+def node_names(settings: Settings) -> list[str]:
+    """The supervised name of each node, node 1 first: `kafka`, or `kafka-1` to `kafka-3`."""
+    return ["kafka"] if settings.BROKERS == 1 else [f"kafka-{node}" for node in range(1, settings.BROKERS + 1)]
 
 
-def server_properties(settings: Settings) -> Path:
-    """Render the broker's configuration into the state directory and return its path."""
-    target = data_dir(settings) / "server.properties"
+def data_dir(settings: Settings, node: int = 1) -> Path:
+    """Node `node`'s configuration and log directories (a three-node cluster keeps its own)."""
+    return settings.EO_STATE_DIR / node_names(settings)[node - 1]
+
+
+def server_properties(settings: Settings, node: int = 1) -> Path:
+    """Render node `node`'s configuration into its state directory and return its path."""
+    target = data_dir(settings, node) / "server.properties"
     target.parent.mkdir(parents=True, exist_ok=True)
+    client_port, controller_port = settings.kafka_node_ports[node - 1]
+    voters = ",".join(f"{n}@127.0.0.1:{port}" for n, (_, port) in enumerate(settings.kafka_node_ports, start=1))
     rendered = Template(SERVER_TEMPLATE.read_text()).substitute(
-        KAFKA_PORT=settings.KAFKA_PORT,
-        KAFKA_CONTROLLER_PORT=settings.KAFKA_CONTROLLER_PORT,
-        KAFKA_LOG_DIR=data_dir(settings) / "log",
+        NODE_ID=node,
+        QUORUM_VOTERS=voters,
+        KAFKA_PORT=client_port,
+        KAFKA_CONTROLLER_PORT=controller_port,
+        KAFKA_LOG_DIR=data_dir(settings, node) / "log",
+        REPLICATION_FACTOR=settings.kafka_replication_factor,
+        MIN_ISR=settings.kafka_min_insync_replicas,
     )
     target.write_text(rendered)
     return target
@@ -118,44 +134,52 @@ def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().byte
             return cluster_id
 
 
+def _cluster_id_of(settings: Settings) -> str | None:
+    """The cluster id a node of this cluster was formatted with, if one was."""
+    for node in range(1, settings.BROKERS + 1):
+        meta = data_dir(settings, node) / "log" / "meta.properties"
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.removeprefix("cluster.id=").strip()
+    return None
+
+
 def ensure_formatted(java: str, libs: Path, settings: Settings, say: Callable[[str], None]) -> None:
-    """Format the KRaft storage directory once (kafka-storage.sh format)."""
-    config = server_properties(settings)
-    if (data_dir(settings) / "log" / "meta.properties").exists():
-        return
-    cluster_id = new_cluster_id()
-    say("formatting Kafka's KRaft storage (first run only)")
-    result = subprocess.run(
-        [
-            *java_command(java, libs, settings, "kafka.tools.StorageTool"),
-            "format",
-            "-t",
-            cluster_id,
-            "-c",
-            str(config),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise LaunchError(
-            "formatting Kafka's storage failed:\n" + (result.stdout + result.stderr)[-2000:],
-            f"remove {data_dir(settings)} and run `make up` again",
+    """Format each node's KRaft storage once (kafka-storage.sh format), all with one cluster id."""
+    cluster_id = _cluster_id_of(settings) or new_cluster_id()
+    for node in range(1, settings.BROKERS + 1):
+        config = server_properties(settings, node)
+        if (data_dir(settings, node) / "log" / "meta.properties").exists():
+            continue
+        say(f"formatting Kafka's KRaft storage for {node_names(settings)[node - 1]} (first run only)")
+        _run_or_fail(
+            [
+                *java_command(java, libs, settings, "kafka.tools.StorageTool"),
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(config),
+            ],
+            "formatting Kafka's storage failed",
+            f"remove {data_dir(settings, node)} and run `make up` again",
         )
 
 
-def broker_command(java: str, libs: Path, settings: Settings) -> list[str]:
-    """The broker's command line, as bin/kafka-server-start.sh would build it."""
-    return [*java_command(java, libs, settings, "kafka.Kafka"), str(server_properties(settings))]
+def broker_command(java: str, libs: Path, settings: Settings, node: int = 1) -> list[str]:
+    """Node `node`'s command line, as bin/kafka-server-start.sh would build it."""
+    return [*java_command(java, libs, settings, "kafka.Kafka"), str(server_properties(settings, node))]
 
 
 def admin_client(bootstrap_servers: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
 
 
-def wait_until_ready(bootstrap_servers: str, timeout: float, still_starting: Callable[[], None] = lambda: None) -> None:
-    """Return once the broker answers a metadata request with a broker in it."""
+def wait_until_ready(
+    bootstrap_servers: str, timeout: float, still_starting: Callable[[], None] = lambda: None, brokers: int = 1
+) -> None:
+    """Return once a metadata request answers with `brokers` brokers in it."""
     admin = admin_client(bootstrap_servers)
     deadline = time.monotonic() + timeout
     last_error = "no answer"
@@ -163,14 +187,54 @@ def wait_until_ready(bootstrap_servers: str, timeout: float, still_starting: Cal
         still_starting()
         try:
             metadata = admin.list_topics(timeout=2)
-            if metadata.brokers:
+            if len(metadata.brokers) >= brokers:
                 return
+            last_error = f"{len(metadata.brokers)} of {brokers} brokers answer"
         except KafkaException as error:
             last_error = str(error)
+        time.sleep(0.2)
     raise LaunchError(
         f"Kafka at {bootstrap_servers} did not answer a metadata request within {timeout:.0f} s ({last_error})",
         "read the broker's log (`make logs`), or check KAFKA_BOOTSTRAP_SERVERS",
     )
+
+
+def under_replicated(bootstrap_servers: str, replication_factor: int, topics: Iterable[str]) -> list[str]:
+    """`topic/partition` of each partition of `topics` with fewer in-sync replicas than
+    `replication_factor`, or no leader; a topic not there yet counts as one such entry."""
+    metadata = admin_client(bootstrap_servers).list_topics(timeout=10)
+    short = []
+    for topic in topics:
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None:
+            short.append(f"{topic} (missing)")
+            continue
+        for number, partition in sorted(found.partitions.items()):
+            if partition.leader < 0 or len(partition.isrs) < replication_factor:
+                short.append(f"{topic}/{number}")
+    return short
+
+
+def wait_until_replicated(
+    bootstrap_servers: str,
+    replication_factor: int,
+    timeout: float,
+    topics: Iterable[str] = (),
+    still_starting: Callable[[], None] = lambda: None,
+) -> None:
+    """Return once every partition of `topics` (every platform topic by default) has a leader and
+    `replication_factor` in-sync replicas."""
+    wanted = tuple(topics) or all_topics()
+    deadline = time.monotonic() + timeout
+    while short := under_replicated(bootstrap_servers, replication_factor, wanted):
+        still_starting()
+        if time.monotonic() > deadline:
+            raise LaunchError(
+                f"{len(short)} partitions lack their {replication_factor} in-sync replicas after {timeout:.0f} s: "
+                + ", ".join(short[:10]),
+                "read the brokers' logs (`make logs`): a node that does not catch up is named there",
+            )
+        time.sleep(0.2)
 
 
 TOPIC_CONFIG = {TELEMETRY_TOPIC: {"retention.ms": str(24 * 3600 * 1000)}}

@@ -18,6 +18,7 @@ from services.topology import AUDITOR_ROLE, DATABASES, database
 
 POSTGRES = "postgres"
 KAFKA = "kafka"
+"""The Kafka node's name with BROKERS=1; with three, kafka_broker.node_names()."""
 CHAOS_PANEL = "chaos-panel"
 OUTBOX_RELAY = "outbox-relay"
 ORDERS_API = "orders-api"
@@ -91,14 +92,22 @@ def postgres_program(settings: Settings, bindir: Path) -> Program:
     )
 
 
-def kafka_program(settings: Settings, java: str, libs: Path) -> Program:
-    return Program(
-        name=KAFKA,
-        command=kafka_broker.broker_command(java, libs, settings),
-        stop_wait_seconds=60,
-        ports=(settings.KAFKA_PORT, settings.KAFKA_CONTROLLER_PORT),
-        priority=200,
-    )
+def kafka_programs(settings: Settings, java: str, libs: Path) -> list[Program]:
+    """One program per Kafka node: `kafka`, or `kafka-1` to `kafka-3` with BROKERS=3.
+
+    The nodes of a cluster stop one after another (each its own priority, the last node first).
+    The one that stops last has no quorum left to hand its partitions to, and would wait for a
+    controller until killed: it is given 15 s, not 60 (its log is recovered at the next start)."""
+    return [
+        Program(
+            name=name,
+            command=kafka_broker.broker_command(java, libs, settings, node),
+            stop_wait_seconds=60 if settings.BROKERS == 1 else 15,
+            ports=settings.kafka_node_ports[node - 1],
+            priority=200 + node - 1,
+        )
+        for node, name in enumerate(kafka_broker.node_names(settings), start=1)
+    ]
 
 
 def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str, str]:

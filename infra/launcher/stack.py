@@ -57,15 +57,39 @@ def _watch(supervisor: Supervisor, name: str) -> Callable[[], None]:
     return check
 
 
+def _watch_all(supervisor: Supervisor, names: list[str]) -> Callable[[], None]:
+    checks = [_watch(supervisor, name) for name in names]
+
+    def check() -> None:
+        for each in checks:
+            each()
+
+    return check
+
+
+def _refuse_another_kafka_topology(supervisor: Supervisor, settings: Settings) -> None:
+    """A running system keeps its Kafka nodes: BROKERS changes on a stopped system only."""
+    if not supervisor.is_running():
+        return
+    running = {info["name"] for info in supervisor.all_info() if info["name"].startswith(processes.KAFKA)}
+    wanted = set(kafka_broker.node_names(settings))
+    if running and running != wanted:
+        raise LaunchError(
+            f"this system runs Kafka as {', '.join(sorted(running))}, not the {settings.BROKERS} node(s) of BROKERS",
+            "`make down` first; the new cluster starts empty beside the old one's data: change with no order in flight",
+        )
+
+
 def _port_variable(program: Program, port: int) -> str:
     names = {
         processes.POSTGRES: "POSTGRES_PORT",
-        processes.KAFKA: "KAFKA_PORT or KAFKA_CONTROLLER_PORT",
         processes.CHAOS_PANEL: "CHAOS_PANEL_PORT",
         processes.ORDERS_API: "ORDERS_API_PORT",
         processes.PAYMENT_PROVIDER: "PAYMENT_PROVIDER_PORT",
         processes.MAIL: "MAIL_PORT",
     }
+    if program.name.startswith(processes.KAFKA):
+        return "KAFKA_PORT or KAFKA_CONTROLLER_PORT"
     return names.get(program.name, "CONTROL_PORT_BASE")
 
 
@@ -109,7 +133,8 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     if settings.uses_own_kafka:
         java = require_java(os.environ.get("JAVA_HOME"))
         libs = kafka_broker.ensure_jars(settings, say)
-        infrastructure.append(processes.kafka_program(settings, java, libs))
+        _refuse_another_kafka_topology(supervisor, settings)
+        infrastructure.extend(processes.kafka_programs(settings, java, libs))
     else:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
     if with_platform:
@@ -133,12 +158,19 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         supervisor.start(program.name)
         if program.name == processes.POSTGRES:
             postgres_cluster.wait_until_ready(settings.admin_database_url, 60, _watch(supervisor, program.name))
-        else:
-            kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, 90, _watch(supervisor, program.name))
+    kafka_nodes = [program.name for program in infrastructure if program.name != processes.POSTGRES]
+    watch_kafka = _watch_all(supervisor, kafka_nodes)
+    if kafka_nodes:
+        kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, 90, watch_kafka, brokers=len(kafka_nodes))
     provisioning.provision(settings, say)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
     if created:
         say(f"created {len(created)} topics")
+    if settings.uses_own_kafka and settings.kafka_replication_factor > 1:
+        say(f"waiting for every partition's {settings.kafka_replication_factor} in-sync replicas")
+        kafka_broker.wait_until_replicated(
+            settings.kafka_bootstrap_servers, settings.kafka_replication_factor, 120, still_starting=watch_kafka
+        )
     for program in platform:  # all at once, then each waited for
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
         supervisor.start(program.name, wait=False)

@@ -210,6 +210,11 @@ class Supervisor:
             if "NOT_RUNNING" not in fault.faultString:
                 raise
 
+    def signal(self, name: str, signal: str) -> None:
+        """Send `signal` ("KILL", "STOP", "CONT"…) to `name`'s process, as a fault would; after a
+        KILL, supervisord starts it again as after any crash."""
+        self._rpc.supervisor.signalProcess(name, signal)
+
     def info(self, name: str) -> dict[str, Any]:
         return cast(dict[str, Any], self._rpc.supervisor.getProcessInfo(name))
 

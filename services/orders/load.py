@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from services.saga_contract import CATALOG, PAYMENT_METHOD_DECLINED, PAYMENT_METHOD_OK
+from services.settings import Settings
 
 PLENTIFUL = [sku for sku, product in CATALOG.items() if product.initial_stock > 1_000]
 SCARCE = [sku for sku, product in CATALOG.items() if product.initial_stock <= 1_000]
@@ -95,7 +96,11 @@ def place_orders(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument(
+        "--url",
+        default=f"http://127.0.0.1:{Settings().ORDERS_API_PORT}",
+        help="the order API (default: this system's, on ORDERS_API_PORT)",
+    )
     parser.add_argument("--rate", type=float, default=20)
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)

@@ -1,6 +1,7 @@
 """The short soak: two minutes of orders under the whole chaos schedule on a system of its own,
-with two instances of every consumer and of the relay, broker and database restarts included, and
-nothing lost or doubled at the end."""
+with two instances of every consumer and of the relay, on three Kafka nodes: partition leaders
+killed, a node frozen, the active controller and the database restarted, and nothing lost or
+doubled at the end."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def _figure(output: str, label: str) -> int:
 
 @pytest.mark.timeout(900)
 def test_a_short_soak_with_two_replicas_under_every_kind_of_fault_loses_nothing_and_doubles_nothing() -> None:
-    with running_system(REPLICAS="2") as run:
-        assert "inventory-2" in run.launcher("status").stdout
+    with running_system(REPLICAS="2", BROKERS="3") as run:
+        status = run.launcher("status").stdout
+        assert "inventory-2" in status and "kafka-3" in status
         LOG.parent.mkdir(parents=True, exist_ok=True)
         with LOG.open("w") as log:  # kept as an artifact: what the soak printed, as it printed it
             result = subprocess.run(
@@ -41,7 +43,16 @@ def test_a_short_soak_with_two_replicas_under_every_kind_of_fault_loses_nothing_
     assert result.returncode == 0 and "SOAK: PASSED" in output, output
     injected = re.search(r"faults injected\s+(.*)$", output, re.M)
     assert injected
-    for kind in ("crash", "rewind", "republish", "kafka restart 1", "postgres restart 1", "provider timeout"):
+    for kind in (
+        "crash",
+        "rewind",
+        "republish",
+        "leader kill 2",
+        "broker freeze 1",
+        "controller restart 1",
+        "postgres restart 1",
+        "provider timeout",
+    ):
         assert kind in injected.group(1), injected.group(1)
     assert _figure(output, "orders placed") > 300
     assert _figure(output, "crashes that fired") >= 15

@@ -28,6 +28,7 @@ from effectively_once.teaching import with_teaching_paths
 from infra.launcher.kafka_broker import ensure_topics
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import SCHEMA
+from tests.support.outbox import new_outbox
 from tests.support.sandboxes import running
 
 RUNTIME_TESTS_DATABASE = "runtime_tests"
@@ -152,3 +153,9 @@ def mail(runtime_db: str) -> Iterator[Sandbox]:
         httpx.Client(base_url=base, timeout=10) as client,
     ):
         yield Sandbox(client, url)
+
+
+@pytest.fixture
+def outbox_url(runtime_db: str) -> str:
+    """A schema of this test's own holding an outbox, reached through search_path."""
+    return new_outbox(runtime_db)

@@ -12,20 +12,16 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, Message, Producer
+from confluent_kafka import Message
 from prometheus_client import REGISTRY
-from psycopg.conninfo import make_conninfo
 
-from effectively_once import runner, schema
+from effectively_once import runner
 from effectively_once.envelope import decode
-from effectively_once.faults import CRASH_EXIT_CODE, FaultPoints
+from effectively_once.faults import CRASH_EXIT_CODE
 from effectively_once.outbox import add_to_outbox
-from effectively_once.relay.publish import producer_settings
-from effectively_once.relay.settings import RelaySettings
 from effectively_once.relay.worker import DatabaseRelay
 from infra.launcher.kafka_broker import ensure_topics
 from infra.launcher.supervisor import Supervisor
@@ -33,20 +29,8 @@ from services.settings import PROJECT_ROOT, Settings
 from services.topology import database
 from tests.support.launcher_run import LauncherRun
 from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
+from tests.support.outbox import make_relay, read_topic, write_events
 from tests.support.waiting import wait_for
-
-OUTBOX_MIGRATION = schema.MIGRATIONS / "0002_outbox.sql"
-
-
-@pytest.fixture
-def outbox_url(runtime_db: str) -> str:
-    """A schema of this test's own holding an outbox, reached through search_path."""
-    schema = f"outbox_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(runtime_db, autocommit=True) as connection:
-        connection.execute(f"CREATE SCHEMA {schema}")
-        connection.execute(f"SET search_path = {schema}")
-        connection.execute(OUTBOX_MIGRATION.read_text())
-    return make_conninfo(runtime_db, options=f"-c search_path={schema}")
 
 
 @pytest.fixture
@@ -54,51 +38,6 @@ def topic(settings: Settings) -> str:
     name = f"test.outbox.{uuid.uuid4().hex[:10]}"
     ensure_topics(settings.kafka_bootstrap_servers, (name,))
     return name
-
-
-def write_events(url: str, topic: str, keys: list[str], per_key: int) -> list[str]:
-    """One event per transaction, keys interleaved; returns message ids in commit order."""
-    ids = []
-    with psycopg.connect(url) as connection:
-        for n in range(per_key):
-            for key in keys:
-                event = entry(key, sequence=n)
-                with connection.transaction():
-                    add_to_outbox(connection, event, topic)
-                ids.append(event.message_id)
-    return ids
-
-
-def relay_settings(bootstrap: str, **overrides: Any) -> RelaySettings:
-    return RelaySettings(**{"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RELAY_POLL_INTERVAL_SECONDS": 0.2, **overrides})
-
-
-def make_relay(url: str, bootstrap: str, faults: FaultPoints | None = None, **overrides: Any) -> DatabaseRelay:
-    settings = relay_settings(bootstrap, **overrides)
-    producer = Producer(producer_settings(bootstrap, settings.RELAY_DELIVERY_TIMEOUT_SECONDS))
-    return DatabaseRelay("test", lambda: psycopg.connect(url), producer, settings, faults or FaultPoints())
-
-
-def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[Message]:
-    reader = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    reader.subscribe([topic])
-    found: list[Message] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(found) < count and time.monotonic() < deadline:
-            message = reader.poll(0.5)
-            if message is not None and message.error() is None:
-                found.append(message)
-    finally:
-        reader.close()
-    return found
 
 
 def unpublished(url: str) -> int:

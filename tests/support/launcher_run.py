@@ -16,6 +16,23 @@ from services.settings import PROJECT_ROOT, Settings
 from tests.support.network import free_ports
 
 
+def _system_ports() -> dict[str, int]:
+    """Every port a system binds: single ones, room for REPLICAS above CONTROL_PORT_BASE, and six
+    consecutive ports from KAFKA_PORT for up to three Kafka nodes (client and controller each)."""
+    ports = free_ports(
+        (
+            "POSTGRES_PORT",
+            "CHAOS_PANEL_PORT",
+            "ORDERS_API_PORT",
+            "PAYMENT_PROVIDER_PORT",
+            "MAIL_PORT",
+            "PROMETHEUS_PORT",
+        ),
+        {"CONTROL_PORT_BASE": 60, "KAFKA_PORT": 6},
+    )
+    return {**ports, "KAFKA_CONTROLLER_PORT": ports["KAFKA_PORT"] + 1}
+
+
 @dataclass
 class LauncherRun:
     """A separate native stack: its own state directory and ports, so tests never touch yours."""
@@ -24,22 +41,7 @@ class LauncherRun:
         # Beside the default state directories: reachable by the `postgres` user when root.
         default_factory=lambda: Settings().EO_STATE_DIR.parent / f"e2e-{uuid.uuid4().hex[:8]}"
     )
-    ports: dict[str, int] = field(
-        default_factory=lambda: free_ports(
-            (
-                "POSTGRES_PORT",
-                "KAFKA_PORT",
-                "KAFKA_CONTROLLER_PORT",
-                "CHAOS_PANEL_PORT",
-                "ORDERS_API_PORT",
-                "PAYMENT_PROVIDER_PORT",
-                "MAIL_PORT",
-                "PROMETHEUS_PORT",
-            ),
-            "CONTROL_PORT_BASE",
-            60,  # room for REPLICAS
-        )
-    )
+    ports: dict[str, int] = field(default_factory=lambda: _system_ports())
     overrides: dict[str, str] = field(default_factory=lambda: {"PROMETHEUS_SCRAPE_INTERVAL_SECONDS": "2"})
 
     @property

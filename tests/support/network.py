@@ -18,26 +18,30 @@ def free_port(excluding: Collection[int] = ()) -> int:
     return ports.free_port(excluding={*RESERVED_PORTS, *excluding})
 
 
-def free_ports(names: Iterable[str], range_name: str, range_size: int) -> dict[str, int]:
-    """A port for each of `names`, and the first of `range_size` consecutive ports for
-    `range_name`, none of them overlapping: the servers bind them later, so a port picked for one
-    must not be picked again for another (a single port inside the range would be taken twice)."""
-    base = free_port_range(range_size)
-    taken = set(range(base, base + range_size))
+def free_ports(names: Iterable[str], ranges: dict[str, int]) -> dict[str, int]:
+    """A port for each of `names`, and for each `range_name: size` of `ranges` the first of `size`
+    consecutive ports, none of them overlapping: the servers bind them later, so a port picked for
+    one must not be picked again for another (a single port inside a range would be taken twice)."""
+    taken: set[int] = set()
     picked: dict[str, int] = {}
+    for range_name, size in ranges.items():
+        base = free_port_range(size, excluding=taken)
+        taken |= set(range(base, base + size))
+        picked[range_name] = base
     for name in names:
         picked[name] = free_port(excluding=taken)
         taken.add(picked[name])
-    return {**picked, range_name: base}
+    return picked
 
 
-def free_port_range(count: int) -> int:
-    """The first of `count` consecutive loopback ports that are free right now."""
+def free_port_range(count: int, excluding: Collection[int] = ()) -> int:
+    """The first of `count` consecutive loopback ports that are free right now, none of `excluding`."""
     for _ in range(100):
-        base = free_port()
+        base = free_port(excluding)
+        block = set(range(base, base + count))
         if (
             base + count <= HIGH
-            and not RESERVED_PORTS & set(range(base, base + count))
+            and not (RESERVED_PORTS | set(excluding)) & block
             and all(port_is_free(base + offset) for offset in range(1, count))
         ):
             return base

@@ -190,3 +190,24 @@ def test_each_inventory_implementation_has_a_compose_file_that_replaces_only_how
     assert any(f":{port}/metrics" in part for part in inventory["healthcheck"]["test"])
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     assert "infra/compose/inventory-$(INVENTORY_IMPL).yml" in makefile
+
+
+def test_three_brokers_in_compose_form_one_replicated_quorum_like_the_native_cluster() -> None:
+    """`make up BROKERS=3` with a Docker engine lays infra/compose/brokers-3.yml over the base: three
+    nodes of one cluster, each in the quorum, with the native cluster's replication settings."""
+    override = yaml.safe_load((PROJECT_ROOT / "infra" / "compose" / "brokers-3.yml").read_text())
+    nodes = {name: override["services"][name]["environment"] for name in ("kafka", "kafka-2", "kafka-3")}
+    assert sorted(int(env["KAFKA_NODE_ID"]) for env in nodes.values()) == [1, 2, 3]
+    assert len({env["CLUSTER_ID"] for env in nodes.values()}) == 1
+    voters = {env["KAFKA_CONTROLLER_QUORUM_VOTERS"] for env in nodes.values()}
+    assert voters == {"1@kafka:9093,2@kafka-2:9093,3@kafka-3:9093"}
+    native = Settings(BROKERS=3)
+    for env in nodes.values():
+        assert int(env["KAFKA_DEFAULT_REPLICATION_FACTOR"]) == native.kafka_replication_factor
+        assert int(env["KAFKA_MIN_INSYNC_REPLICAS"]) == native.kafka_min_insync_replicas
+        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+    assert override["services"]["kafka-2"]["image"] == override["services"]["kafka-3"]["image"]
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "-f infra/compose/brokers-3.yml" in makefile and "kafka-3:19092" in makefile
+    base = yaml.safe_load(COMPOSE.read_text())
+    assert "COMPOSE_KAFKA_BOOTSTRAP" in base["x-platform-environment"]["KAFKA_BOOTSTRAP_SERVERS"]

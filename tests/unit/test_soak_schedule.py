@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from soak.schedule import BROKER_RESTART, DATABASE_RESTART, KINDS, PROCESS_CRASH, REWIND, plan
+from soak.schedule import (
+    BROKER_RESTART,
+    CLUSTER_FAULTS,
+    DATABASE_RESTART,
+    KINDS,
+    LEADER_KILL,
+    PROCESS_CRASH,
+    REWIND,
+    plan,
+)
 
 POINTS = {
     "inventory": ["before_claim", "after_claim", "before_commit", "after_commit_before_ack", "after_check"],
@@ -16,7 +25,7 @@ def test_every_point_of_every_process_is_crashed_once_and_every_kind_comes_early
     crashes = {(s.target, s.point) for s in steps if s.kind == PROCESS_CRASH}
     assert crashes == {(p, point) for p, names in POINTS.items() for point in names if point != "after_check"}
     assert {s.target for s in steps if s.kind == REWIND} == {"inventory", "inventory-2"}
-    assert {s.kind for s in steps} == set(KINDS)
+    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS)
     first_half = {s.kind for s in steps[: len(steps) // 2 + 1]}
     assert {PROCESS_CRASH, REWIND} <= first_half
 
@@ -24,3 +33,14 @@ def test_every_point_of_every_process_is_crashed_once_and_every_kind_comes_early
 def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_database() -> None:
     kinds = {s.kind for s in plan(POINTS, ["inventory"], infrastructure_restarts=False)}
     assert BROKER_RESTART not in kinds and DATABASE_RESTART not in kinds
+
+
+def test_a_replicated_cluster_loses_leaders_a_frozen_node_and_its_controller_instead_of_restarting() -> None:
+    steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True, brokers=3, leader_kills=5)
+    kinds = [s.kind for s in steps]
+    assert set(kinds) == set(KINDS) - {BROKER_RESTART}
+    assert kinds.count(LEADER_KILL) == 5
+    killed = [s.target for s in steps if s.kind == LEADER_KILL]
+    assert {target.split("/")[0] for target in killed} == {"orders.events", "inventory.events", "payment.events"}
+    assert all(target.rsplit("/", 1)[1].isdigit() for target in killed)
+    assert LEADER_KILL in kinds[: len(kinds) // 2 + 1]
