@@ -150,9 +150,11 @@ bench: venv ## Every benchmark in one run: one table with targets, JSON and a PN
 RATE ?= 20
 COUNT ?= 100
 DURATION ?= 120
-soak: venv ## Orders under a chaos schedule, then the auditor (make soak DURATION=600 RATE=8); exit 1 on any anomaly
+soak: venv ## Orders under a chaos schedule, then the auditor (make soak DURATION=600 RATE=8 REPLICAS=3 BROKERS=3 SEED=1); exit 1 on any anomaly
+	@$(if $(filter command line,$(origin REPLICAS) $(origin BROKERS)),$(MAKE) --no-print-directory up,true)
 	@$(PY) -m soak --duration $(DURATION) --rate $(if $(filter command line,$(origin RATE)),$(RATE),8) \
-	  $(if $(filter command line,$(origin COUNT)),--count $(COUNT),)
+	  $(if $(filter command line,$(origin COUNT)),--count $(COUNT),) \
+	  $(if $(filter command line,$(origin SEED)),--seed $(SEED),)
 
 load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
 	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)

@@ -56,7 +56,15 @@ class Report:
 
 
 class Soak:
-    def __init__(self, settings: Settings, say: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        say: Callable[[str], None] = print,
+        seed: int = 17,
+        crashes: int = 0,
+        leader_kills: int = 2,
+    ) -> None:
+        self.seed, self.crashes, self.leader_kills = seed, crashes, leader_kills
         supervisor = Supervisor(settings.EO_STATE_DIR)
         self.supervisor = supervisor if supervisor.is_running() else None
         if self.supervisor is not None and settings.uses_own_kafka:  # the cluster that runs, not the one asked for
@@ -72,7 +80,7 @@ class Soak:
         )
         self.injector = Injector(settings.kafka_bootstrap_servers)
         self.query: Query = database_reader(lambda name: settings.auditor_database_url(database(name)))
-        self.random = random.Random(17)
+        self.random = random.Random(seed)
         self._orders_before: list[str] = []
 
     # The plan ----------------------------------------------------------------------------------
@@ -86,7 +94,13 @@ class Soak:
         consumers = [state.name for state in states if state.consumer]
         own_infrastructure = self.supervisor is not None and self.settings.uses_own_kafka
         return schedule.plan(
-            points, consumers, infrastructure_restarts=own_infrastructure, brokers=self.settings.BROKERS
+            points,
+            consumers,
+            infrastructure_restarts=own_infrastructure,
+            brokers=self.settings.BROKERS,
+            leader_kills=self.leader_kills,
+            crashes=self.crashes,
+            seed=self.seed,
         )
 
     def carry_out(self, step: Step) -> None:
@@ -132,7 +146,10 @@ class Soak:
         self._orders_before = [row[0] for row in self.query("orders", "SELECT order_id FROM customer_order")]
         started = time.time()
         interval = max(1.0, duration * 0.8 / len(steps))
-        self.say(f"soak: {duration:.0f} s at {rate:g} orders/s; {len(steps)} chaos steps, one every {interval:.1f} s")
+        self.say(
+            f"soak: {duration:.0f} s at {rate:g} orders/s on {self.settings.BROKERS} Kafka node(s); "
+            f"{len(steps)} chaos steps, one every {interval:.1f} s (seed {self.seed}: the same seed, the same schedule)"
+        )
         stop = threading.Event()
         loader = threading.Thread(
             target=place_orders,

@@ -3,6 +3,7 @@ processes report and returns the plan; soak/run.py carries it out."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from itertools import zip_longest
 
@@ -67,17 +68,30 @@ def plan(
     infrastructure_restarts: bool,
     brokers: int = 1,
     leader_kills: int = 2,
+    crashes: int = 0,
+    seed: int | None = None,
 ) -> list[Step]:
     """Every process crashed at every point it passes, every consumer rewound, duplicates republished,
     the broker and the database restarted, the provider timing out after charging, interleaved so
     that any prefix of the plan mixes every kind. With a replicated cluster (`brokers` > 1) the
-    broker restart becomes `leader_kills` leader kills, a freeze and a controller restart."""
-    crashes = [
+    broker restart becomes `leader_kills` leader kills, a freeze and a controller restart.
+
+    `crashes` asks for at least that many crash steps: passes over every point follow one another
+    until there are enough (each pass covers every point). With a `seed`, each pass visits the
+    points in an order drawn from it: the same seed, the same plan."""
+    chooser = random.Random(seed)
+    every_point = [
         Step(PROCESS_CRASH, process, point)
         for process, names in sorted(points.items())
         for point in names
         if point not in TEACHING_ONLY_POINTS
     ]
+    crash_steps: list[Step] = []
+    while every_point and (not crash_steps or len(crash_steps) < crashes):
+        one_pass = list(every_point)
+        if seed is not None:
+            chooser.shuffle(one_pass)
+        crash_steps += one_pass
     rewinds = [Step(REWIND, consumer) for consumer in sorted(consumers)]
     others = [Step(REPUBLISH), Step(PROVIDER_TIMEOUT), Step(REPUBLISH)]
     if infrastructure_restarts and brokers > 1:
@@ -90,12 +104,12 @@ def plan(
         others[1:1] = [Step(BROKER_RESTART)]
     if infrastructure_restarts:
         others.append(Step(DATABASE_RESTART))
-    lanes = [crashes, rewinds, others]
+    lanes = [crash_steps, rewinds, others]
     steps: list[Step] = []
     # Crashes are most of the plan; the other kinds are spread through it.
-    stride = max(1, len(crashes) // max(1, len(rewinds) + len(others)))
+    stride = max(1, len(crash_steps) // max(1, len(rewinds) + len(others)))
     extra = [step for pair in zip_longest(rewinds, others) for step in pair if step is not None]
-    for index, crash in enumerate(crashes):
+    for index, crash in enumerate(crash_steps):
         steps.append(crash)
         if index % stride == stride - 1 and extra:
             steps.append(extra.pop(0))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from soak.schedule import (
     BROKER_RESTART,
     CLUSTER_FAULTS,
@@ -44,3 +47,23 @@ def test_a_replicated_cluster_loses_leaders_a_frozen_node_and_its_controller_ins
     assert {target.split("/")[0] for target in killed} == {"orders.events", "inventory.events", "payment.events"}
     assert all(target.rsplit("/", 1)[1].isdigit() for target in killed)
     assert LEADER_KILL in kinds[: len(kinds) // 2 + 1]
+
+
+@given(seed=st.integers(0, 2**32), crashes=st.integers(0, 60))
+def test_the_same_seed_gives_the_same_plan_and_every_pass_covers_every_point(seed: int, crashes: int) -> None:
+    first = plan(POINTS, ["inventory"], infrastructure_restarts=True, brokers=3, crashes=crashes, seed=seed)
+    again = plan(POINTS, ["inventory"], infrastructure_restarts=True, brokers=3, crashes=crashes, seed=seed)
+    assert first == again
+    crash_steps = [(s.target, s.point) for s in first if s.kind == PROCESS_CRASH]
+    every_point = {(p, point) for p, names in POINTS.items() for point in names if point != "after_check"}
+    assert len(crash_steps) >= max(crashes, len(every_point))
+    for start in range(0, len(crash_steps), len(every_point)):
+        assert set(crash_steps[start : start + len(every_point)]) == every_point
+
+
+def test_different_seeds_visit_the_points_in_different_orders() -> None:
+    orders = {
+        tuple((s.target, s.point) for s in plan(POINTS, [], infrastructure_restarts=False, seed=seed))
+        for seed in range(20)
+    }
+    assert len(orders) > 1
