@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import logging
 
-from benchmarks import consumer_throughput, implementations, marker_purge, order_latency, relay_throughput
+from benchmarks import (
+    consumer_throughput,
+    implementations,
+    marker_purge,
+    order_latency,
+    relay_throughput,
+    three_brokers,
+)
 from benchmarks.rows import Row, draw_png, table, write_json
 from services.settings import PROJECT_ROOT, Settings
 
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
-    print("make bench: consumer (in three stacks), relay, purge and saga figures in one run")
+    print(
+        "make bench: consumer (in three stacks), relay, purge and saga figures (one and three Kafka nodes) in one run"
+    )
     rows: list[Row] = consumer_throughput.measure(10_000, 50_000)
     rows += implementations.measure(3_000)
     rows += relay_throughput.measure(50_000, 1_000, 10)
@@ -24,6 +33,8 @@ def main() -> int:
     print("  · marker purge: 200,000 expired markers", flush=True)
     rows.append(marker_purge.row(marker_purge.measure(url), correct, 200_000))
     rows += order_latency.measure()
+    one_node = [row for row in rows if row.section in ("relay", "saga")]
+    rows += three_brokers.measure(one_node, 50_000, 1_000, 10)
     print("\n".join(["", *table(rows)]))
     json_path, png_path = write_json(rows), draw_png(rows)
     print(f"\nwritten to {json_path.relative_to(PROJECT_ROOT)} and {png_path.relative_to(PROJECT_ROOT)}")

@@ -33,8 +33,9 @@ def _wait_final(api: str, order_ids: list[str], timeout: float) -> None:
             time.sleep(0.5)
 
 
-def measure(rate: float = 10, count: int = 200) -> list[Row]:
-    settings = Settings()
+def measure(rate: float = 10, count: int = 200, system: Settings | None = None) -> list[Row]:
+    """On `system` (default: the one `make up` runs, started if need be)."""
+    settings = system or Settings()
     stack.up(settings, _say, with_platform=True)
     api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
     _say("order latency: warming up until an order goes all the way through")

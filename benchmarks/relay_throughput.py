@@ -124,8 +124,9 @@ def latency(url: str, bootstrap: str, topic: str, rate: int, seconds: float) -> 
     }
 
 
-def measure(rows: int, rate: int, seconds: float) -> list[BenchRow]:
-    endpoints = stack.up(Settings(), _say, with_platform=False)
+def measure(rows: int, rate: int, seconds: float, system: Settings | None = None) -> list[BenchRow]:
+    """On `system` (default: the one `make up` runs, started if need be)."""
+    endpoints = stack.up(system or Settings(), _say, with_platform=False)
     settings = Settings(
         DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
     )

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from infra.launcher import broker_chaos, processes
 from infra.launcher.errors import LaunchError
@@ -20,12 +21,13 @@ from services.chaos_panel.control_plane import ControlError, ControlPlane
 from services.chaos_panel.injector import InjectionError, Injector
 from services.chaos_panel.telemetry_store import read_telemetry
 from services.orders.load import LoadResult, place_orders
-from services.settings import Settings
+from services.settings import PROJECT_ROOT, Settings
 from services.topology import database
-from soak import schedule
+from soak import checker, history, schedule
 from soak.schedule import Step
 
 FINAL = ("CONFIRMED", "REJECTED", "CANCELLED")
+HISTORY = PROJECT_ROOT / "artifacts" / "soak" / "history.jsonl"
 
 
 @dataclass
@@ -35,6 +37,8 @@ class Report:
     done: Counter[str] = field(default_factory=Counter)
     """Steps carried out, by kind."""
     skipped: list[str] = field(default_factory=list)
+    not_carried_out: list[str] = field(default_factory=list)
+    """Steps of the plan still undone when the run ended (after its extension)."""
     fired: Counter[str] = field(default_factory=Counter)
     """Faults that fired, by action (from telemetry)."""
     restarts: int = 0
@@ -50,9 +54,24 @@ class Report:
     def anomalies(self) -> list[Anomaly]:
         return [a for a in self.verdict.anomalies if a not in self.earlier] if self.verdict else []
 
+    history: Path | None = None
+    findings: checker.Findings | None = None
+    """What the independent checker found in the history (soak/checker.py)."""
+
+    @property
+    def agree(self) -> bool:
+        """The auditor and the checker give the same verdict: both clean, or both not."""
+        return self.findings is not None and self.findings.clean == (self.verdict is not None and not self.anomalies)
+
     @property
     def passed(self) -> bool:
-        return self.verdict is not None and not self.anomalies and self.not_terminal == 0
+        return (
+            self.verdict is not None
+            and not self.anomalies
+            and self.not_terminal == 0
+            and self.findings is not None
+            and self.findings.clean
+        )
 
 
 class Soak:
@@ -160,7 +179,15 @@ class Soak:
         queue = list(steps)
         next_step = time.monotonic()
         deadline = time.monotonic() + duration
-        while time.monotonic() < deadline and loader.is_alive():
+        # Steps that could not be carried out when their turn came, and steps that block (a restart),
+        # can push the plan past DURATION: the load then goes on until the plan is done, up to half
+        # as long again; what is still left then is reported, never dropped silently.
+        latest = deadline + duration / 2
+        extended = False
+        while loader.is_alive() and (time.monotonic() < deadline or (queue and time.monotonic() < latest)):
+            if not extended and queue and time.monotonic() >= deadline:
+                extended = True
+                self._log(started, f"{len(queue)} chaos steps still to carry out: the load goes on until they are")
             if time.monotonic() >= next_step and queue:
                 step = queue.pop(0)
                 try:
@@ -176,6 +203,7 @@ class Soak:
             time.sleep(0.25)
         stop.set()
         loader.join()
+        report.not_carried_out = [step.describe() for step in queue]
         self._progress(started, duration, report)
         sys.stdout.write("\n")
         self.control.reset()  # points armed but not reached are disarmed before the count
@@ -185,8 +213,15 @@ class Soak:
         report.verdict = audit(self.query)
         known = set(self._orders_before)
         report.earlier = [a for a in report.verdict.anomalies if a.subject in known]
+        report.history = HISTORY
+        lines = history.write(HISTORY, history.reader(self._auditor_url), report.load)
+        report.findings = checker.check(checker.load(HISTORY))
+        self.say(f"soak: history of {lines} lines in {HISTORY.relative_to(PROJECT_ROOT)}, judged by soak/checker.py")
         self._count_telemetry(report, since=started)
         return report
+
+    def _auditor_url(self, name: str) -> str:
+        return self.settings.auditor_database_url(database(name))
 
     def _log(self, started: float, line: str) -> None:
         """A line per event: above the progress bar on a terminal, alone in a log."""
@@ -254,6 +289,7 @@ def summary(report: Report) -> list[str]:
             f" ({sum(report.load.failures.values())} refused while the system was down)" if report.load.failures else ""
         ),
         "  faults injected          " + (", ".join(f"{kind} {n}" for kind, n in sorted(report.done.items())) or "none"),
+        "  not carried out          " + (", ".join(report.not_carried_out) or "none"),
         f"  crashes that fired       {report.fired.get('crash', 0)} (processes started again: {report.restarts})",
         f"  redeliveries             {report.redeliveries}",
         f"  duplicates absorbed      {report.duplicates}",
@@ -265,5 +301,8 @@ def summary(report: Report) -> list[str]:
     if report.earlier:
         lines.append(f"  ({len(report.earlier)} anomalies on orders placed before the soak, not counted:")
         lines += [f"     {a.invariant}: {a.subject})" for a in report.earlier[:5]]
+    if report.findings is not None:
+        lines += [f"  {line}" for line in checker.report(report.findings)]
+        lines.append(f"  auditor and checker      {'agree' if report.agree else 'DISAGREE'}")
     lines.append("SOAK: PASSED" if report.passed else "SOAK: FAILED")
     return lines

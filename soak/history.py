@@ -1,0 +1,105 @@
+"""The soak's history: what the clients asked and were answered, every event each outbox wrote,
+every consumer's claim and every effect in every ledger, as JSON lines.
+
+It is read straight from the databases (as the read-only auditor role) at the end of a soak, and
+judged by soak/checker.py, which shares no code with the auditor: two independent readings of
+the same run must agree.
+
+Each line is an object with a `type`:
+
+- `request`: a client operation and its answer (`order_id` when accepted, `reason` when refused);
+- `event`: an outbox row (`service`, `message_id`, `key`, `event_type`, `created_at`, `published`);
+- `claim`: a consumer's marker (`consumer`, `message_id`, `at`: its transaction's start);
+- `effect`: a ledger row (`ledger`: order, reservation, payment, charge, email, notification,
+  projection; `order_id`; `status` where the ledger has one).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from services.orders.load import LoadResult
+
+Reader = Callable[[str, str], list[tuple[Any, ...]]]
+"""(database, SQL) -> rows."""
+
+OUTBOX_DATABASES = ("orders", "inventory", "payment", "notification")
+
+LEDGERS = (
+    ("order", "orders", "SELECT order_id, status FROM customer_order"),
+    ("reservation", "inventory", "SELECT order_id, status FROM reservation"),
+    ("payment", "payment", "SELECT order_id, status FROM payment_attempt"),
+    ("charge", "payment_provider", "SELECT order_id, 'charged' FROM charge"),
+    ("email", "mail", "SELECT order_id, 'sent' FROM mail_message WHERE order_id IS NOT NULL"),
+    ("notification", "notification", "SELECT order_id, status FROM notification"),
+    ("projection", "notification", "SELECT order_id, 'projected' FROM sales_projection"),
+)
+
+
+def reader(url_of: Callable[[str], str]) -> Reader:
+    def read(database: str, sql: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(url_of(database), connect_timeout=5) as connection:
+            return connection.execute(sql).fetchall()
+
+    return read
+
+
+def _when(value: datetime) -> str:
+    return value.isoformat()
+
+
+def lines(read: Reader, load: LoadResult) -> Iterator[dict[str, Any]]:
+    """Every history line of a finished run, about the orders it placed (a system may hold others)."""
+    mine = set(load.order_ids)
+    for order_id in load.order_ids:
+        yield {"type": "request", "op": "place_order", "answer": "ok", "order_id": order_id}
+    for reason, count in sorted(load.failures.items()):
+        for _ in range(count):
+            yield {"type": "request", "op": "place_order", "answer": "refused", "reason": reason}
+    events: set[str] = set()
+    for service in OUTBOX_DATABASES:
+        rows = read(
+            service,
+            "SELECT message_id, aggregate_key, event_type, created_at, published_at IS NOT NULL"
+            " FROM outbox ORDER BY created_at, message_id",
+        )
+        for message_id, key, event_type, created_at, published in rows:
+            if key not in mine:
+                continue
+            events.add(str(message_id))
+            yield {
+                "type": "event",
+                "service": service,
+                "message_id": str(message_id),
+                "key": key,
+                "event_type": event_type,
+                "created_at": _when(created_at),
+                "published": bool(published),
+            }
+    for service in OUTBOX_DATABASES:  # a consumer claims events of other services' outboxes
+        for consumer, message_id, at in read(
+            service, "SELECT consumer_name, message_id, processed_at FROM processed_message ORDER BY processed_at"
+        ):
+            if str(message_id) in events:
+                yield {"type": "claim", "consumer": consumer, "message_id": str(message_id), "at": _when(at)}
+    for ledger, database, sql in LEDGERS:
+        for order_id, status in read(database, sql):
+            if order_id in mine:
+                yield {"type": "effect", "ledger": ledger, "order_id": order_id, "status": status}
+
+
+def write(path: Path, read: Reader, load: LoadResult) -> int:
+    """Write the history to `path`; return how many lines it has."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with path.open("w") as out:
+        for line in lines(read, load):
+            out.write(json.dumps(line, sort_keys=True) + "\n")
+            count += 1
+    return count
