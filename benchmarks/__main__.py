@@ -17,6 +17,8 @@ from benchmarks import (
     three_brokers,
 )
 from benchmarks.rows import Row, draw_png, table, write_json
+from infra.launcher import stack
+from infra.launcher.supervisor import Supervisor
 from services.settings import PROJECT_ROOT, Settings
 
 
@@ -25,6 +27,8 @@ def main() -> int:
     print(
         "make bench: consumer (in three stacks), relay, purge and saga figures (one and three Kafka nodes) in one run"
     )
+    default = Settings()
+    started_here = not Supervisor(default.EO_STATE_DIR).is_running()
     rows: list[Row] = consumer_throughput.measure(10_000, 50_000)
     rows += implementations.measure(3_000)
     rows += relay_throughput.measure(50_000, 1_000, 10)
@@ -34,6 +38,10 @@ def main() -> int:
     rows.append(marker_purge.row(marker_purge.measure(url), correct, 200_000))
     rows += order_latency.measure()
     one_node = [row for row in rows if row.section in ("relay", "saga")]
+    if started_here:  # each topology measured alone on the machine
+        stack.down(default, lambda message: print(f"  · {message}", flush=True))
+    else:
+        print("  · the system `make up` runs stays up beside the three-node one: both share the machine", flush=True)
     rows += three_brokers.measure(one_node, 50_000, 1_000, 10)
     print("\n".join(["", *table(rows)]))
     json_path, png_path = write_json(rows), draw_png(rows)

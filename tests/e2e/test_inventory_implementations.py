@@ -16,17 +16,41 @@ from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import place_orders
 from services.settings import Settings
 from services.topology import database
-from tests.support.launcher_run import running_system
+from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
 
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
 ORDERS = 60
 
 
+RUNTIME_METRIC = {"java": "process_uptime_seconds", "node": "nodejs_heap_size_total_bytes"}
+"""A metric only that implementation's runtime serves (Micrometer's uptime, prom-client's Node.js
+heap): which one is in the slot."""
+
+
+@pytest.fixture(scope="module")
+def one_system() -> Iterator[LauncherRun]:
+    """One system for both implementations: the second replaces the first in place, as
+    `make up INVENTORY_IMPL=…` does on a running system."""
+    with running_system(INVENTORY_IMPL="java") as run:
+        yield run
+
+
 @pytest.fixture(scope="module", params=("java", "node"))
-def system(request: pytest.FixtureRequest) -> Iterator[tuple[str, Settings]]:
-    with running_system(INVENTORY_IMPL=request.param) as run:
-        yield request.param, run.settings()
+def system(request: pytest.FixtureRequest, one_system: LauncherRun) -> tuple[str, Settings]:
+    one_system.overrides["INVENTORY_IMPL"] = request.param
+    swapped = one_system.launcher("up")
+    assert swapped.returncode == 0, swapped.stdout + swapped.stderr
+    settings = one_system.settings()
+    wait_for(lambda: _serves(settings, RUNTIME_METRIC[request.param]), 120, f"the {request.param} inventory to serve")
+    return request.param, settings
+
+
+def _serves(settings: Settings, metric: str) -> bool:
+    try:
+        return metric in httpx.get(f"{control_urls(settings)['inventory']}/metrics", timeout=5).text
+    except httpx.HTTPError:
+        return False
 
 
 def _inventory_metric(settings: Settings, name: str, **labels: str) -> float:
@@ -51,6 +75,7 @@ def test_orders_end_and_a_crash_after_commit_is_a_counted_duplicate(system: tupl
     panel, api = settings.chaos_panel_url, f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
     strategy = httpx.get(f"{control_urls(settings)['inventory']}/strategy", timeout=5).json()
     assert strategy["strategies"] == ["correct"], f"the {implementation} consumer is not the one running"
+    assert _serves(settings, RUNTIME_METRIC[implementation]), f"the {implementation} consumer is not the one running"
     started = _inventory_started_at(settings)
 
     armed = httpx.post(
