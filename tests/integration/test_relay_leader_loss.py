@@ -125,6 +125,8 @@ def test_a_leader_that_dies_before_its_followers_copied_the_rows(
     wait_for(lambda: _marked_published(outbox_url) == set(ids), 90, "every row to be marked published")
     relay.stop()
     relaying.join(30)
+    producer.purge()  # nothing is left to send; destroying a producer with queued sends blocks
+    producer.flush(5)
     on_topic = {decode(message.value()).message_id for message in read_topic(nodes.bootstrap, topic, ROWS, 20)}
     lost = set(ids) - on_topic
     if lost_expected:

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from infra.launcher import kafka_broker, processes
+from infra.launcher import kafka_broker, processes, stack
+from infra.launcher.errors import LaunchError
 from services.settings import Settings
 
 
@@ -63,3 +64,28 @@ def test_the_nodes_of_a_cluster_stop_one_after_another(tmp_path: Path) -> None:
     assert [p.name for p in programs] == ["kafka-1", "kafka-2", "kafka-3"]
     assert len({p.priority for p in programs}) == 3
     assert all(p.stop_wait_seconds <= 15 for p in programs)
+
+
+class _RunningSupervisor:
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+
+    def is_running(self) -> bool:
+        return True
+
+    def all_info(self) -> list[dict[str, str]]:
+        return [{"name": name} for name in self.names]
+
+
+@pytest.mark.parametrize(
+    ("running", "brokers"),
+    [(["postgres", "kafka", "inventory"], 3), (["postgres", "kafka-1", "kafka-2", "kafka-3"], 1)],
+)
+def test_a_running_system_keeps_its_kafka_nodes_until_it_is_stopped(
+    tmp_path: Path, running: list[str], brokers: int
+) -> None:
+    settings = Settings(BROKERS=brokers, EO_STATE_DIR=tmp_path)
+    with pytest.raises(LaunchError, match="make down"):
+        stack._refuse_another_kafka_topology(_RunningSupervisor(running), settings)  # type: ignore[arg-type]
+    same = ["postgres", *kafka_broker.node_names(settings)]
+    stack._refuse_another_kafka_topology(_RunningSupervisor(same), settings)  # type: ignore[arg-type]
