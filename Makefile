@@ -31,7 +31,7 @@ COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab inventory-node inventory-java \
+.PHONY: help up down restart status logs broker test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab inventory-node inventory-java \
         lock venv clean-state
 
 help: ## Show this help
@@ -155,6 +155,9 @@ soak: venv ## Orders under a chaos schedule, then the auditor (make soak DURATIO
 	@$(PY) -m soak --duration $(DURATION) --rate $(if $(filter command line,$(origin RATE)),$(RATE),8) \
 	  $(if $(filter command line,$(origin COUNT)),--count $(COUNT),) \
 	  $(if $(filter command line,$(origin SEED)),--seed $(SEED),)
+
+broker: venv ## The Kafka nodes and what each leads; make broker DO="kill-leader orders.events/0" | DO="freeze 2" | DO=restart-controller
+	@$(LAUNCHER) broker $(DO)
 
 load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
 	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)

@@ -1,4 +1,4 @@
-"""The native launcher's command line: `python -m infra.launcher up|down|status|logs|provision`.
+"""The native launcher's command line: `python -m infra.launcher up|down|status|logs|broker|provision`.
 
 The Makefile calls it; every failure a person can fix is printed as what went wrong and how to
 fix it, with exit status 2, never as a stack trace.
@@ -13,7 +13,7 @@ import time
 
 from pydantic import ValidationError
 
-from infra.launcher import kafka_broker, stack
+from infra.launcher import broker_chaos, kafka_broker, stack
 from infra.launcher.errors import LaunchError
 from infra.launcher.provisioning import provision
 from services.settings import Settings
@@ -70,6 +70,32 @@ def _logs(settings: Settings, arguments: argparse.Namespace) -> int:
     os.execvp("tail", ["tail", "-n", str(arguments.lines), *follow, *files])
 
 
+def _broker(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Show the running cluster's nodes, or break it: kill a partition's leader, freeze a node,
+    restart the active controller."""
+    cluster, supervisor = broker_chaos.running_cluster(settings)
+    if arguments.action == "kill-leader":
+        topic, _, partition = arguments.target.rpartition("/")
+        if not topic or not partition.isdigit():
+            raise LaunchError(f"{arguments.target!r} is not a partition", "name one as topic/number: orders.events/0")
+        print(broker_chaos.kill_leader(cluster, supervisor, topic, int(partition)).describe())
+    elif arguments.action == "freeze":
+        if not arguments.target.isdigit() or not 1 <= int(arguments.target) <= cluster.BROKERS:
+            raise LaunchError(f"{arguments.target!r} is not a node", f"name one of 1 to {cluster.BROKERS}")
+        print(broker_chaos.freeze(cluster, supervisor, int(arguments.target), arguments.seconds).describe())
+        print(f"(this command ends when the node thaws, in {arguments.seconds:g} s)", flush=True)
+    elif arguments.action == "restart-controller":
+        print(broker_chaos.restart_controller(cluster, supervisor).describe())
+    else:
+        controller = broker_chaos.active_controller(cluster)
+        states = {info["name"]: info["statename"] for info in supervisor.all_info()}
+        for node, partitions in sorted(broker_chaos.leaders(cluster).items()):
+            name = broker_chaos.process_of(cluster, node) if 1 <= node <= cluster.BROKERS else f"node {node}"
+            role = "active controller" if node == controller else ""
+            print(f"  {name:<8} {states.get(name, '?'):<8} {role:<17}  leads {len(partitions)}: {' '.join(partitions)}")
+    return 0
+
+
 def _provision(settings: Settings, _: argparse.Namespace) -> int:
     """For docker-compose's one-shot job: roles, databases, migrations and topics."""
     provision(settings, _say)
@@ -97,6 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("-f", "--follow", action="store_true")
     logs.add_argument("-n", "--lines", type=int, default=40)
     logs.set_defaults(run=_logs)
+    broker = commands.add_parser(
+        "broker",
+        help="the Kafka nodes and what each leads; or kill-leader TOPIC/N, freeze NODE, restart-controller",
+    )
+    broker.add_argument("action", nargs="?", choices=("show", "kill-leader", "freeze", "restart-controller"))
+    broker.add_argument("target", nargs="?", default="", help="kill-leader: topic/partition; freeze: node number")
+    broker.add_argument("--seconds", type=float, default=15, help="freeze: how long")
+    broker.set_defaults(run=_broker)
     commands.add_parser(
         "provision",
         help="roles, databases and migrations at DATABASE_URL; topics at KAFKA_BOOTSTRAP_SERVERS",

@@ -17,6 +17,7 @@ from infra.launcher import kafka_broker
 from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
 from services.settings import Settings
+from services.topology import all_topics
 
 
 @dataclass(frozen=True)
@@ -102,3 +103,24 @@ def restart_controller(settings: Settings, supervisor: Supervisor) -> Fault:
     supervisor.stop(name)
     supervisor.start(name)
     return Fault("controller restart", node, name, "stopped and started")
+
+
+def running_cluster(settings: Settings) -> tuple[Settings, Supervisor]:
+    """The settings of the cluster that runs (its node count, whatever BROKERS says now) and its
+    supervisor; a LaunchError when nothing runs."""
+    _require_cluster(settings)
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    if not supervisor.is_running():
+        raise LaunchError("the system is not running", "`make up BROKERS=3` starts it")
+    return settings.model_copy(update={"BROKERS": supervised_nodes(supervisor)}), supervisor
+
+
+def leaders(settings: Settings) -> dict[int, list[str]]:
+    """Node -> the partitions (`topic/n`) of the platform's topics it leads now."""
+    metadata = kafka_broker.admin_client(settings.kafka_bootstrap_servers).list_topics(timeout=10)
+    led: dict[int, list[str]] = {node: [] for node in range(1, settings.BROKERS + 1)}
+    for topic in all_topics():
+        found = metadata.topics.get(topic)
+        for number, partition in sorted(found.partitions.items()) if found else []:
+            led.setdefault(int(partition.leader), []).append(f"{topic}/{number}")
+    return led

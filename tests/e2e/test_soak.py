@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from services.settings import PROJECT_ROOT
+from services.topology import TOPIC_PARTITIONS, all_topics
 from tests.support.launcher_run import running_system
 
 LOG = PROJECT_ROOT / "artifacts" / "soak" / "short-soak.log"
@@ -40,6 +41,15 @@ def test_a_short_soak_with_two_replicas_under_every_kind_of_fault_loses_nothing_
                 timeout=800,
                 check=False,
             )
+        shown = run.launcher("broker")  # `make broker`: the nodes, who leads what, the controller
+        refused = run.launcher("broker", "kill-leader", "no-partition")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    nodes = [line for line in shown.stdout.splitlines() if line.strip().startswith("kafka-")]
+    assert len(nodes) == 3 and all("RUNNING" in line for line in nodes), shown.stdout
+    assert sum("active controller" in line for line in nodes) == 1, shown.stdout
+    led = sum(int(line.split("leads ")[1].split(":")[0]) for line in nodes)
+    assert led == len(all_topics()) * TOPIC_PARTITIONS, shown.stdout
+    assert refused.returncode == 2 and "topic/number" in refused.stderr, refused.stderr
     output = LOG.read_text()[-8000:]
     assert result.returncode == 0 and "SOAK: PASSED" in output, output
     injected = re.search(r"faults injected\s+(.*)$", output, re.M)
