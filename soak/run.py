@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from infra.launcher import broker_chaos, processes
 from infra.launcher.errors import LaunchError
@@ -56,7 +55,6 @@ class Report:
     def anomalies(self) -> list[Anomaly]:
         return [a for a in self.verdict.anomalies if a not in self.earlier] if self.verdict else []
 
-    history: Path | None = None
     findings: checker.Findings | None = None
     """What the independent checker found in the history (soak/checker.py)."""
 
@@ -216,7 +214,6 @@ class Soak:
         report.verdict = audit(self.query)
         known = set(self._orders_before)
         report.earlier = [a for a in report.verdict.anomalies if a.subject in known]
-        report.history = HISTORY
         lines = history.write(HISTORY, history.reader(self._auditor_url), report.load)
         report.findings = checker.check(checker.load(HISTORY))
         self.say(f"soak: history of {lines} lines in {HISTORY.relative_to(PROJECT_ROOT)}, judged by soak/checker.py")

@@ -9,7 +9,6 @@ active controller from the nodes' KRaft quorum state (the highest epoch's leader
 from __future__ import annotations
 
 import json
-import re
 import threading
 from dataclasses import dataclass
 
@@ -43,7 +42,7 @@ def _require_cluster(settings: Settings) -> None:
 
 def supervised_nodes(supervisor: Supervisor) -> int:
     """How many Kafka nodes the running system supervises (its BROKERS, whatever the environment says)."""
-    return sum(1 for info in supervisor.all_info() if re.fullmatch(r"kafka(-\d+)?", info["name"]))
+    return sum(1 for info in supervisor.all_info() if kafka_broker.is_node_name(info["name"]))
 
 
 def process_of(settings: Settings, node: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 import shutil
 import subprocess
 import time
@@ -84,6 +85,11 @@ def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
 def node_names(settings: Settings) -> list[str]:
     """The supervised name of each node, node 1 first: `kafka`, or `kafka-1` to `kafka-3`."""
     return ["kafka"] if settings.BROKERS == 1 else [f"kafka-{node}" for node in range(1, settings.BROKERS + 1)]
+
+
+def is_node_name(name: str) -> bool:
+    """True for a supervised program that is a Kafka node, whichever BROKERS named it."""
+    return re.fullmatch(r"kafka(-\d+)?", name) is not None
 
 
 def data_dir(settings: Settings, node: int = 1) -> Path:

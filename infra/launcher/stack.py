@@ -71,7 +71,7 @@ def _refuse_another_kafka_topology(supervisor: Supervisor, settings: Settings) -
     """A running system keeps its Kafka nodes: BROKERS changes on a stopped system only."""
     if not supervisor.is_running():
         return
-    running = {info["name"] for info in supervisor.all_info() if info["name"].startswith(processes.KAFKA)}
+    running = {info["name"] for info in supervisor.all_info() if kafka_broker.is_node_name(info["name"])}
     wanted = set(kafka_broker.node_names(settings))
     if running and running != wanted:
         raise LaunchError(
@@ -88,7 +88,7 @@ def _port_variable(program: Program, port: int) -> str:
         processes.PAYMENT_PROVIDER: "PAYMENT_PROVIDER_PORT",
         processes.MAIL: "MAIL_PORT",
     }
-    if program.name.startswith(processes.KAFKA):
+    if kafka_broker.is_node_name(program.name):
         return "KAFKA_PORT or KAFKA_CONTROLLER_PORT"
     return names.get(program.name, "CONTROL_PORT_BASE")
 
