@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from services.operator import act_as_operator
 from services.settings import Settings
 from soak.run import Soak, summary
 
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1_000_000, help="stop the load after this many orders")
     parser.add_argument("--seed", type=int, default=17, help="the schedule's order and choices: same seed, same plan")
     parser.add_argument(
-        "--crashes", type=int, help="at least this many crash steps (default: one every 2.1 s of the chaos window)"
+        "--crashes", type=int, help="at least this many crash steps (default: one every 1.2 s of the chaos window)"
     )
     parser.add_argument(
         "--leader-kills", type=int, help="partition leaders killed on three nodes (default: one per 100 s, at least 2)"
@@ -28,13 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     if arguments.duration <= 0 or arguments.rate <= 0 or arguments.count <= 0:
         parser.error("duration, rate and count must be positive")
-    crashes = arguments.crashes if arguments.crashes is not None else int(arguments.duration * 0.7 / 2.1)
+    crashes = arguments.crashes if arguments.crashes is not None else int(arguments.duration * 0.7 / 1.2)
     leader_kills = (
         arguments.leader_kills if arguments.leader_kills is not None else max(2, int(arguments.duration // 100))
     )
     if crashes < 0 or leader_kills < 0:
         parser.error("crashes and leader kills cannot be negative")
-    soak = Soak(Settings(), seed=arguments.seed, crashes=crashes, leader_kills=leader_kills)
+    settings = Settings()
+    act_as_operator(settings)
+    soak = Soak(settings, seed=arguments.seed, crashes=crashes, leader_kills=leader_kills)
     report = soak.run(arguments.duration, arguments.rate, arguments.count)
     for line in summary(report):
         print(line)
