@@ -86,8 +86,8 @@ else
 	@$(LAUNCHER) logs --follow
 endif
 
-test: venv lint browser inventory-node inventory-java ## Run every test tier against real PostgreSQL and Kafka (starts them as needed)
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: venv lint browser inventory-node inventory-java ## Run every test tier against real PostgreSQL and Kafka (starts them as needed; end-to-end beside the rest)
+	@bash tests/run_tiers.sh $(PY) $(PYTEST_ARGS)
 
 test-unit: venv ## Unit tests only (no I/O)
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

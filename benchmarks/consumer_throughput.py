@@ -21,6 +21,7 @@ from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
 from effectively_once import runner, schema
 from effectively_once.envelope import Envelope
+from effectively_once.kafka_client import client_config
 from effectively_once.outcomes import Strategy
 from effectively_once.processor import PATHS, MessageProcessor, ProcessorConfig
 from effectively_once.teaching import with_teaching_paths
@@ -68,7 +69,7 @@ def _prefill(settings: Settings, topic: str, events: Sequence[Envelope]) -> None
     kafka_broker.ensure_topics(settings.kafka_bootstrap_servers, (topic, f"{topic}.dlq"))
     producer = Producer(
         {
-            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            **client_config(settings.kafka_bootstrap_servers),
             "linger.ms": 20,
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 1_000_000,

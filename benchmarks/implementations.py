@@ -30,6 +30,7 @@ from effectively_once import schema
 from effectively_once.contract import ProcessSubject
 from effectively_once.contract.running import RunningConsumer, wait_for
 from effectively_once.envelope import Envelope
+from effectively_once.kafka_client import client_config
 from infra.launcher import inventory_implementations, kafka_broker, stack
 from services import saga_contract
 from services.settings import PROJECT_ROOT, Settings
@@ -69,7 +70,7 @@ def _placed(order_id: str) -> Envelope:
 
 def _prefill(servers: str, topic: str, events: Sequence[Envelope]) -> None:
     kafka_broker.ensure_topics(servers, (topic,))
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
+    producer = Producer({**client_config(servers), "linger.ms": 20, "queue.buffering.max.messages": 1_000_000})
     for event in events:
         producer.produce(topic, key=event.key, value=event.to_json())
         producer.poll(0)

@@ -22,6 +22,7 @@ from . import metrics
 from .correct_path import acknowledgeable
 from .dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
 from .envelope import Envelope, PoisonMessage, decode
+from .kafka_client import client_config
 from .outcomes import Outcome
 from .processor import MessageProcessor, TerminalFailure
 from .telemetry import ids
@@ -48,7 +49,7 @@ class LoopConfig:
 
     def consumer_settings(self, group_id: str) -> dict[str, Any]:
         settings: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
+            **client_config(self.bootstrap_servers),
             "group.id": group_id,
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 1000,

@@ -25,6 +25,7 @@ from . import strategy_store
 from .consumer_loop import ConsumerLoop, LoopConfig
 from .dead_letters import DeadLetterPublisher
 from .faults import FaultPoints
+from .kafka_client import client_config
 from .lab_controls import LabControls, LabProcess
 from .marker_stats import MarkerTableCollector
 from .outcomes import Strategy
@@ -113,7 +114,7 @@ def build(
     )
     producer = Producer(
         {
-            "bootstrap.servers": settings.KAFKA_BOOTSTRAP_SERVERS,
+            **client_config(settings.KAFKA_BOOTSTRAP_SERVERS),
             "acks": "all",
             "enable.idempotence": True,
         }

@@ -20,6 +20,8 @@ from typing import Any, Protocol
 
 from confluent_kafka import KafkaException, Producer
 
+from .kafka_client import client_config
+
 log = logging.getLogger(__name__)
 
 TELEMETRY_TOPIC = "platform.telemetry"
@@ -58,7 +60,7 @@ class KafkaTelemetry:
         self._since_poll = 0
         self._producer = Producer(
             {
-                "bootstrap.servers": bootstrap_servers,
+                **client_config(bootstrap_servers),
                 "acks": "1",
                 "linger.ms": 20,
                 "queue.buffering.max.messages": 100_000,

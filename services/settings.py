@@ -7,6 +7,7 @@ lists every one of them with its default.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from effectively_once.kafka_client import KafkaPrincipal
 from effectively_once.pending_work import WorkerSettings
 from services.topology import AUDITOR_ROLE, RELAY_ROLE, ServiceDatabase
 
@@ -58,6 +60,9 @@ class Settings(BaseSettings):
 
     KAFKA_BOOTSTRAP_SERVERS: str | None = None
     """A Kafka cluster to use instead of the broker the launcher runs."""
+    KAFKA_MASTER_PASSWORD: str = "kafka" + DEVELOPMENT_PASSWORD_SUFFIX
+    """The secret each Kafka principal's password is derived from (services/kafka_access.py names
+    the principals); each process is given its own password only."""
     KAFKA_PORT: int = 29092
     """The first node's client port; node n listens on KAFKA_PORT + 2 (n - 1)."""
     KAFKA_CONTROLLER_PORT: int = 29093
@@ -180,6 +185,12 @@ class Settings(BaseSettings):
     def kafka_min_insync_replicas(self) -> int:
         """Copies an acks=all write waits for: all but one when replicated, so one node may be away."""
         return max(1, self.kafka_replication_factor - 1)
+
+    def kafka_principal(self, name: str) -> KafkaPrincipal:
+        """Kafka principal `name` with its password: HMAC-SHA256 of the name under
+        KAFKA_MASTER_PASSWORD, so that a principal's password says nothing of another's."""
+        digest = hmac.new(self.KAFKA_MASTER_PASSWORD.encode(), name.encode(), hashlib.sha256).hexdigest()
+        return KafkaPrincipal(name, digest[:40])
 
     def database_password(self, database: ServiceDatabase) -> str:
         return str(getattr(self, database.password_variable))

@@ -16,12 +16,22 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from effectively_once.contract import ports
 from infra.launcher import kafka_broker, provisioning, stack
 from infra.launcher.stack import Endpoints
 from infra.launcher.supervisor import Supervisor
 from services.settings import Settings
 
 TIERS = ("unit", "integration", "e2e")
+
+# `make test` runs the end-to-end tier beside the others (tests/run_tiers.sh), each picking the
+# ports of the servers it starts from a band of its own: the two never pick the same port.
+if band := os.environ.get("EO_TEST_PORTS"):
+    ports.LOW, ports.HIGH = (int(bound) for bound in band.split("-"))
+
+# The systems the tests start are their own: the tests act as their Kafka admin (topics, reading
+# anything), as the launcher does. Each process those systems run has its own principal.
+stack.act_as_admin(Settings(KAFKA_BOOTSTRAP_SERVERS=os.environ.get("KAFKA_BOOTSTRAP_SERVERS")))
 
 # Property tests draw new examples on every run on a developer's machine (EO_PROPERTY_EXAMPLES=N
 # for a long hunt); CI draws the same ones each time, so a red CI names a change, not a draw.

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from .. import logs, runner
 from ..dead_letters import dead_letter_headers
 from ..faults import CRASH_EXIT_CODE
+from ..kafka_client import client_config
 from ..telemetry import NoTelemetry
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def new_topics(bootstrap_servers: str, name: str) -> Topics:
     """An events topic and a dead-letter topic for one scenario run, one partition each."""
     run = f"{name}.{uuid.uuid4().hex[:6]}"
     topics = Topics(f"contract.{run}", f"contract.{run}.dlq")
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    admin = AdminClient(client_config(bootstrap_servers))
     futures = admin.create_topics(
         [NewTopic(t, num_partitions=1, replication_factor=-1) for t in (topics.events, topics.dead_letters)]
     )
@@ -50,7 +51,7 @@ def new_topics(bootstrap_servers: str, name: str) -> Topics:
 
 def publish(bootstrap_servers: str, topic: str, values: Sequence[bytes]) -> None:
     """Publish `values` in order (the scenarios' topics have one partition), broker-confirmed."""
-    producer = Producer({"bootstrap.servers": bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    producer = Producer({**client_config(bootstrap_servers), "acks": "all", "enable.idempotence": True})
     for value in values:
         producer.produce(topic, value=value)
     if producer.flush(30) != 0:
@@ -97,7 +98,7 @@ def dead_letter_reasons(bootstrap_servers: str, topic: str, count: int, timeout:
 def dead_letters(bootstrap_servers: str, topic: str, count: int, timeout: float = 30) -> list[dict[str, str]]:
     """The `eo-` headers (without the prefix) of the first `count` dead letters on `topic`."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": f"contract-reader-{uuid.uuid4().hex[:8]}",
+        {**client_config(bootstrap_servers), "group.id": f"contract-reader-{uuid.uuid4().hex[:8]}",
          "auto.offset.reset": "earliest", "enable.auto.commit": False}
     )  # fmt: skip
     consumer.subscribe([topic])

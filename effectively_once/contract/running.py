@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..kafka_client import ENVIRONMENT_VARIABLES as KAFKA_PRINCIPAL_VARIABLES
 from .ports import free_port
 from .process_subject import ProcessSubject
 
@@ -55,6 +56,8 @@ class RunningConsumer:
         variables = {
             "PATH": os.environ.get("PATH", ""),
             "HOME": os.environ.get("HOME", ""),
+            # The Kafka principal of the process running the suite, if it has one.
+            **{name: os.environ[name] for name in KAFKA_PRINCIPAL_VARIABLES if name in os.environ},
             **subject.environment,
             "DATABASE_URL": subject.database_url,
             "KAFKA_BOOTSTRAP_SERVERS": subject.bootstrap_servers,

@@ -13,6 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from ..kafka_client import client_config
 from .claim import OutboxRow
 
 
@@ -20,7 +21,7 @@ def producer_settings(bootstrap_servers: str, delivery_timeout_seconds: float, a
     """The relay's producer: idempotent with `acks=all`; `acks="1"` is the teaching mistake
     (leader-only confirmation, which idempotence does not allow)."""
     return {
-        "bootstrap.servers": bootstrap_servers,
+        **client_config(bootstrap_servers),
         "acks": acks,
         "enable.idempotence": acks == "all",
         "linger.ms": 2,

@@ -13,7 +13,7 @@ import time
 
 from pydantic import ValidationError
 
-from infra.launcher import broker_chaos, kafka_broker, stack
+from infra.launcher import broker_chaos, kafka_broker, kafka_principals, stack
 from infra.launcher.errors import LaunchError
 from infra.launcher.provisioning import provision
 from services.settings import Settings
@@ -96,12 +96,22 @@ def _broker(settings: Settings, arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _prepare(settings: Settings, _: argparse.Namespace) -> int:
+    """Fetch and install what `up` needs (PostgreSQL, Kafka's jars, Prometheus), start nothing: one
+    step before runs that start several systems at once."""
+    stack.prepare(settings, _say)
+    print("effectively-once: everything `make up` needs is installed.")
+    return 0
+
+
 def _provision(settings: Settings, _: argparse.Namespace) -> int:
-    """For docker-compose's one-shot job: roles, databases, migrations and topics."""
+    """For docker-compose's one-shot job: roles, databases, migrations, topics, Kafka users and ACLs."""
     provision(settings, _say)
     kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=60, brokers=settings.BROKERS)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
     _say(f"created {len(created)} topics" if created else "every topic exists")
+    kafka_principals.ensure_principals(settings.kafka_bootstrap_servers, settings)
+    _say("every Kafka principal has its user and ACLs")
     if settings.kafka_replication_factor > 1:
         kafka_broker.wait_until_replicated(settings.kafka_bootstrap_servers, settings.kafka_replication_factor, 120)
         _say(f"every partition has its {settings.kafka_replication_factor} in-sync replicas")
@@ -131,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("target", nargs="?", default="", help="kill-leader: topic/partition; freeze: node number")
     broker.add_argument("--seconds", type=float, default=15, help="freeze: how long")
     broker.set_defaults(run=_broker)
+    commands.add_parser("prepare", help="fetch and install what `up` needs; start nothing").set_defaults(run=_prepare)
     commands.add_parser(
         "provision",
         help="roles, databases and migrations at DATABASE_URL; topics at KAFKA_BOOTSTRAP_SERVERS",
@@ -138,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         settings = Settings()
+        stack.act_as_admin(settings)
         return int(arguments.run(settings, arguments))
     except ValidationError as error:
         print(f"effectively-once: the configuration is not valid:\n{error}", file=sys.stderr)

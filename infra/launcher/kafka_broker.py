@@ -23,7 +23,9 @@ from string import Template
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from effectively_once.kafka_client import client_config
 from infra.launcher.errors import LaunchError
+from services.kafka_access import ADMIN
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import TELEMETRY_TOPIC, TOPIC_PARTITIONS, all_topics
 
@@ -31,6 +33,8 @@ KAFKA_DIR = PROJECT_ROOT / "infra" / "kafka"
 POM = KAFKA_DIR / "pom.xml"
 LOG4J_CONFIG = KAFKA_DIR / "log4j2.xml"
 SERVER_TEMPLATE = KAFKA_DIR / "server.properties.template"
+SCRAM_MARKER = "formatted-with-scram"
+"""Written beside a node's storage once it is formatted with the admin's SCRAM user."""
 
 
 def _run_or_fail(command: list[str], failure: str, fix: str) -> None:
@@ -111,7 +115,11 @@ def server_properties(settings: Settings, node: int = 1) -> Path:
         KAFKA_LOG_DIR=data_dir(settings, node) / "log",
         REPLICATION_FACTOR=settings.kafka_replication_factor,
         MIN_ISR=settings.kafka_min_insync_replicas,
+        ADMIN_USER=ADMIN,
+        ADMIN_PASSWORD=settings.kafka_principal(ADMIN).password,
     )
+    target.touch(mode=0o600)  # it holds the admin's password
+    target.chmod(0o600)
     target.write_text(rendered)
     return target
 
@@ -156,7 +164,14 @@ def ensure_formatted(java: str, libs: Path, settings: Settings, say: Callable[[s
     cluster_id = _cluster_id_of(settings) or new_cluster_id()
     for node in range(1, settings.BROKERS + 1):
         config = server_properties(settings, node)
+        marker = data_dir(settings, node) / SCRAM_MARKER
         if (data_dir(settings, node) / "log" / "meta.properties").exists():
+            if not marker.exists():
+                raise LaunchError(
+                    f"{node_names(settings)[node - 1]}'s storage was formatted before Kafka had principals: "
+                    "its nodes have no SCRAM user to authenticate with",
+                    f"`make down`, remove {data_dir(settings, node).parent}/kafka* (the topics start empty), `make up`",
+                )
             continue
         say(f"formatting Kafka's KRaft storage for {node_names(settings)[node - 1]} (first run only)")
         _run_or_fail(
@@ -167,10 +182,14 @@ def ensure_formatted(java: str, libs: Path, settings: Settings, say: Callable[[s
                 cluster_id,
                 "-c",
                 str(config),
+                # The nodes' own SCRAM user, there before any node starts: they need it to talk.
+                "--add-scram",
+                f"SCRAM-SHA-512=[name={ADMIN},password={settings.kafka_principal(ADMIN).password}]",
             ],
             "formatting Kafka's storage failed",
             f"remove {data_dir(settings, node)} and run `make up` again",
         )
+        marker.write_text("formatted with the admin's SCRAM user\n")
 
 
 def broker_command(java: str, libs: Path, settings: Settings, node: int = 1) -> list[str]:
@@ -179,7 +198,8 @@ def broker_command(java: str, libs: Path, settings: Settings, node: int = 1) -> 
 
 
 def admin_client(bootstrap_servers: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    """An admin client, as the principal the environment names (the launcher's: the admin)."""
+    return AdminClient(client_config(bootstrap_servers, {"log_level": 0}))
 
 
 def wait_until_ready(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from infra.launcher import inventory_implementations, kafka_broker, postgres_cluster, prometheus_server
 from infra.launcher.supervisor import Program
+from services.kafka_access import principal_of
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from services.topology import AUDITOR_ROLE, DATABASES, database
 
@@ -116,6 +117,7 @@ def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str,
         "EO_PROCESS_NAME": name,
         **({"EO_RUN_ID": run_id} if run_id else {}),
         "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
+        **settings.kafka_principal(principal_of(name)).environment(),
         **({"ALLOWED_HOSTS": settings.ALLOWED_HOSTS} if settings.ALLOWED_HOSTS else {}),
         "PYTHONPATH": str(PROJECT_ROOT),
         "PYTHONUNBUFFERED": "1",

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from effectively_once.kafka_client import principal_from_environment
 from infra.launcher import (
     inventory_implementations,
     kafka_broker,
+    kafka_principals,
     postgres_cluster,
     processes,
     prometheus_server,
@@ -21,6 +23,7 @@ from infra.launcher import (
 from infra.launcher.errors import LaunchError
 from infra.launcher.preflight import require_free_port, require_java
 from infra.launcher.supervisor import Program, Supervisor
+from services.kafka_access import ADMIN, PRINCIPALS
 from services.settings import Settings, redact
 
 Say = Callable[[str], None]
@@ -118,6 +121,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     Every check that can fail on configuration runs before anything starts.
     """
     settings.EO_STATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o755)
+    act_as_admin(settings)
     supervisor = Supervisor(settings.EO_STATE_DIR)
     running = (
         {info["name"] for info in supervisor.all_info() if info["statename"] == "RUNNING"}
@@ -166,6 +170,8 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
     if created:
         say(f"created {len(created)} topics")
+    if kafka_principals.ensure_principals(settings.kafka_bootstrap_servers, settings):
+        say(f"gave each of {len(PRINCIPALS)} Kafka principals its ACLs")
     if settings.uses_own_kafka and settings.kafka_replication_factor > 1:
         say(f"waiting for every partition's {settings.kafka_replication_factor} in-sync replicas")
         kafka_broker.wait_until_replicated(
@@ -177,6 +183,25 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     for program in platform:
         _wait_healthy(supervisor, program)
     return Endpoints(settings.admin_database_url, settings.kafka_bootstrap_servers)
+
+
+def prepare(settings: Settings, say: Say) -> None:
+    """Install or fetch everything `up` would (each only once, then cached), starting nothing."""
+    if settings.uses_own_postgres:
+        postgres_cluster.ensure_installed(say)
+    if settings.uses_own_kafka:
+        require_java(os.environ.get("JAVA_HOME"))
+        kafka_broker.ensure_jars(settings, say)
+    prometheus_server.ensure_installed(say)
+
+
+def act_as_admin(settings: Settings) -> None:
+    """Make this process's Kafka clients authenticate as the admin principal, as the launcher's
+    work needs (topics, users, ACLs): always on the Kafka it runs; on one it is pointed at, the
+    principal the environment names if it names one. The processes it starts never inherit it:
+    each is given its own principal, and supervisord is started without these variables."""
+    if settings.uses_own_kafka or principal_from_environment() is None:
+        os.environ.update(settings.kafka_principal(ADMIN).environment())
 
 
 def _run_id(settings: Settings, fresh: bool) -> str:

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from supervisor.xmlrpc import SupervisorTransport
 
+from effectively_once.kafka_client import ENVIRONMENT_VARIABLES as KAFKA_PRINCIPAL_VARIABLES
 from infra.launcher.errors import LaunchError
 
 
@@ -162,6 +163,8 @@ class Supervisor:
         with start_log.open("wb") as errors:
             started = subprocess.run(
                 [str(supervisord), "-c", str(config)],
+                # The launcher acts as the Kafka admin; what supervisord starts must not inherit it.
+                env={key: value for key, value in os.environ.items() if key not in KAFKA_PRINCIPAL_VARIABLES},
                 check=False,
                 stdin=subprocess.DEVNULL,
                 stdout=errors,

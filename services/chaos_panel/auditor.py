@@ -25,6 +25,7 @@ from confluent_kafka import KafkaException
 
 from services import saga_contract as contract
 from services.chaos_panel.telemetry_store import DeadLetter, read_dead_letters
+from services.operator import act_as_operator
 from services.settings import Settings
 from services.topology import database
 
@@ -347,6 +348,7 @@ def dead_letter_report(letters: list[DeadLetter]) -> Iterable[str]:
 
 def main() -> int:
     settings = Settings()
+    act_as_operator(settings)
     verdict = audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
     for line in report(verdict):
         print(line)

@@ -9,6 +9,7 @@ import psycopg
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from effectively_once.kafka_client import client_config
 from services.settings import with_credentials
 from services.topology import DATABASES, all_topics
 
@@ -53,7 +54,7 @@ def database_checks(auditor_url: str | None) -> list[Check]:
 
 def kafka_check(bootstrap_servers: str) -> Check:
     """The broker answers a metadata request, and every platform topic exists."""
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    admin = AdminClient({**client_config(bootstrap_servers), "log_level": 0})
     try:
         metadata = admin.list_topics(timeout=3)
     except KafkaException as error:

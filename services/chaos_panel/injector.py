@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from effectively_once.dead_letters import dead_letter_headers
 from effectively_once.envelope import MAX_BODY_BYTES
+from effectively_once.kafka_client import client_config
 from services.chaos_panel.records import OutboxEvent
 from services.topology import CONSUMERS, EVENT_TOPICS, ORDERS_EVENTS, TOPIC_PARTITIONS
 
@@ -67,7 +68,7 @@ class Injector:
         if self._created is None:
             self._created = Producer(
                 {
-                    "bootstrap.servers": self._bootstrap_servers,
+                    **client_config(self._bootstrap_servers),
                     "acks": "all",
                     "linger.ms": 0,
                     "message.max.bytes": 1_000_000,
@@ -138,7 +139,7 @@ class Injector:
             raise InjectionError(f"{topic[:120]!r} is not a dead-letter topic")
         reader = Consumer(
             {
-                "bootstrap.servers": self._bootstrap_servers,
+                **client_config(self._bootstrap_servers),
                 "group.id": "effectively-once-redrive",  # never joins: the partition is assigned
                 "enable.auto.commit": False,
                 "log_level": 3,

@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from effectively_once.dead_letters import dead_letter_headers
+from effectively_once.kafka_client import client_config
 from services.topology import CONSUMERS, TELEMETRY_TOPIC, TOPIC_PARTITIONS
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class TelemetryReader:
     def _read(self) -> None:
         consumer = Consumer(
             {
-                "bootstrap.servers": self._bootstrap,
+                **client_config(self._bootstrap),
                 "group.id": "chaos-panel-reader",  # never joins: partitions are assigned, nothing committed
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
@@ -184,7 +185,7 @@ def read_to_end(bootstrap_servers: str, topics: list[str], take: Callable[[Any],
     handing each message to `take`. No group is joined and nothing is committed."""
     consumer = Consumer(
         {
-            "bootstrap.servers": bootstrap_servers,
+            **client_config(bootstrap_servers),
             "group.id": "effectively-once-reader",  # never joins: partitions are assigned
             "enable.auto.commit": False,
             "enable.partition.eof": True,

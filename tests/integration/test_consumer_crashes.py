@@ -10,6 +10,7 @@ from confluent_kafka import Producer
 
 from effectively_once.envelope import Envelope
 from effectively_once.faults import CRASH_EXIT_CODE
+from effectively_once.kafka_client import client_config
 from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.consumer_process import ConsumerProcess
@@ -19,7 +20,7 @@ from tests.support.waiting import wait_for
 
 
 def publish(settings: Settings, topic: str, *events: Envelope) -> None:
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers, "acks": "all"})
+    producer = Producer({**client_config(settings.kafka_bootstrap_servers), "acks": "all"})
     for event in events:
         producer.produce(topic, key=event.key, value=event.to_json())
     assert producer.flush(30) == 0

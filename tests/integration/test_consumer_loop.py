@@ -18,6 +18,7 @@ from effectively_once import runner
 from effectively_once.consumer_loop import ConsumerLoop
 from effectively_once.dead_letters import dead_letter_headers
 from effectively_once.envelope import MAX_BODY_BYTES, Envelope
+from effectively_once.kafka_client import client_config
 from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
@@ -56,7 +57,7 @@ def _run_until(loop: ConsumerLoop, condition: Callable[[], bool], timeout: float
 def _read_all(settings: Settings, topic: str, count: int, timeout: float = 30) -> list[Message]:
     reader = Consumer(
         {
-            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            **client_config(settings.kafka_bootstrap_servers),
             "group.id": f"reader-{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
         }
@@ -99,9 +100,7 @@ def test_every_kind_of_poison_is_dead_lettered_with_its_reason_and_the_consumer_
         "invalid_occurred_at": body(occurred_at="yesterday"),
         "beyond_dedup_horizon": old.to_json(),
     }
-    producer = Producer(
-        {"bootstrap.servers": settings.kafka_bootstrap_servers, "message.max.bytes": 2 * MAX_BODY_BYTES}
-    )
+    producer = Producer({**client_config(settings.kafka_bootstrap_servers), "message.max.bytes": 2 * MAX_BODY_BYTES})
     for raw in poison.values():
         producer.produce(topics.events, key=b"order-1", value=raw)
     last = entry("order-1")
@@ -132,7 +131,7 @@ def test_batched_mode_through_kafka_applies_each_once_and_dead_letters_the_failu
     topics: Topics,
 ) -> None:
     events = [entry(f"order-{n % 5}", fail=(n == 42)) for n in range(200)]
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers, "linger.ms": 5})
+    producer = Producer({**client_config(settings.kafka_bootstrap_servers), "linger.ms": 5})
     for event in [*events, *events[:30]]:  # the first 30 twice: redeliveries
         producer.produce(topics.events, key=event.key, value=event.to_json())
     assert producer.flush(30) == 0
@@ -151,7 +150,7 @@ def test_a_connection_killed_mid_transaction_is_replaced_and_nothing_is_lost_or_
     topics: Topics,
 ) -> None:
     events = [entry(f"order-{n}") for n in range(20)]
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    producer = Producer(client_config(settings.kafka_bootstrap_servers))
     for event in events:
         producer.produce(topics.events, key=event.key, value=event.to_json())
     assert producer.flush(30) == 0
@@ -182,7 +181,7 @@ def test_commit_on_revoke_hands_the_partitions_over_with_their_offsets(
     topics: Topics,
 ) -> None:
     events = [entry(f"order-{n}") for n in range(30)]
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    producer = Producer(client_config(settings.kafka_bootstrap_servers))
     for event in events:
         producer.produce(topics.events, key=event.key, value=event.to_json())
     assert producer.flush(30) == 0
@@ -215,7 +214,7 @@ def test_commit_on_revoke_hands_the_partitions_over_with_their_offsets(
 
 
 def _committed_total(settings: Settings, group: str, topic: str) -> int:
-    checker = Consumer({"bootstrap.servers": settings.kafka_bootstrap_servers, "group.id": group})
+    checker = Consumer({**client_config(settings.kafka_bootstrap_servers), "group.id": group})
     try:
         committed = checker.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
     finally:
@@ -243,7 +242,7 @@ def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
         except BaseException as error:
             failed.append(error)
 
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap_servers})
+    producer = Producer(client_config(settings.kafka_bootstrap_servers))
     producer.produce(topics.events, entry("order-1").to_json(), key=b"order-1")
     assert producer.flush(30) == 0
     member = threading.Thread(target=run)
@@ -251,7 +250,7 @@ def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
     wait_for(lambda: loop.handled >= 1, 60, "the first member to be assigned its partition and consume")
     usurper = Consumer(
         {
-            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            **client_config(settings.kafka_bootstrap_servers),
             "group.id": name,
             "group.instance.id": instance,
             "session.timeout.ms": 6000,

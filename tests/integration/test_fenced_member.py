@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 from effectively_once import contract
 from effectively_once.contract import kafka
 from effectively_once.contract.running import RunningConsumer, wait_for
+from effectively_once.kafka_client import client_config
 from services.settings import PROJECT_ROOT, Settings
 from tests.integration.conftest import service_schema
 from tests.integration.test_contract_suite import _placed, _units_reserved
@@ -31,7 +32,7 @@ def _command(implementation: str) -> list[str]:
 
 
 def _instance_ids(servers: str, group: str) -> list[str]:
-    admin = AdminClient({"bootstrap.servers": servers})  # kept while its future is pending
+    admin = AdminClient(client_config(servers))  # kept while its future is pending
     described = admin.describe_consumer_groups([group])[group].result(30)
     return [member.group_instance_id for member in described.members if member.group_instance_id]
 
@@ -60,7 +61,7 @@ def test_a_fenced_static_member_ends_its_process(runtime_db: str, settings: Sett
         process.wait_acknowledged(1)
         [instance] = _instance_ids(servers, group)
         usurper = Consumer(
-            {"bootstrap.servers": servers, "group.id": group, "group.instance.id": instance, "session.timeout.ms": 6000}
+            {**client_config(servers), "group.id": group, "group.instance.id": instance, "session.timeout.ms": 6000}
         )
         usurper.subscribe([topics.events])
         deadline = time.monotonic() + 90

@@ -9,6 +9,7 @@ import uuid
 import psycopg
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from effectively_once.kafka_client import client_config
 from infra.launcher.kafka_broker import ensure_topics
 from services.settings import Settings
 from services.topology import database
@@ -19,7 +20,7 @@ MESSAGES = 6
 def _consumer(bootstrap: str, group: str) -> Consumer:
     return Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_config(bootstrap),
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -37,7 +38,7 @@ def test_message_round_trips_through_kafka_into_postgres_with_offset_committed_a
 
     producer = Producer(
         {
-            "bootstrap.servers": settings.kafka_bootstrap_servers,
+            **client_config(settings.kafka_bootstrap_servers),
             "acks": "all",
             "enable.idempotence": True,
         }

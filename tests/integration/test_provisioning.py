@@ -8,6 +8,7 @@ import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from effectively_once.kafka_client import client_config
 from infra.launcher.provisioning import apply_migrations, migrations_for
 from services.settings import Settings, with_credentials
 from services.topology import CONSUMERS, DATABASES, TOPIC_PARTITIONS, all_topics, database
@@ -69,7 +70,7 @@ def test_the_marker_table_refuses_empty_and_duplicate_keys(settings: Settings) -
 def test_every_topic_exists_with_enough_partitions_and_every_consumer_has_a_dead_letter_topic(
     settings: Settings,
 ) -> None:
-    metadata = AdminClient({"bootstrap.servers": settings.kafka_bootstrap_servers}).list_topics(timeout=10)
+    metadata = AdminClient(client_config(settings.kafka_bootstrap_servers)).list_topics(timeout=10)
     for topic in all_topics():
         assert topic in metadata.topics, topic
         assert len(metadata.topics[topic].partitions) >= TOPIC_PARTITIONS, topic

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from effectively_once.contract import ports
-from effectively_once.contract.ports import HIGH, port_is_free
+from effectively_once.contract.ports import port_is_free
 
 RESERVED = range(25400, 25500), range(29000, 29200)
 """Around the platform's default PostgreSQL and Kafka ports, which `make up` needs free."""
@@ -40,7 +40,7 @@ def free_port_range(count: int, excluding: Collection[int] = ()) -> int:
         base = free_port(excluding)
         block = set(range(base, base + count))
         if (
-            base + count <= HIGH
+            base + count <= ports.HIGH
             and not (RESERVED_PORTS | set(excluding)) & block
             and all(port_is_free(base + offset) for offset in range(1, count))
         ):

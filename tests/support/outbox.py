@@ -12,6 +12,7 @@ from psycopg.conninfo import make_conninfo
 
 from effectively_once import schema
 from effectively_once.faults import FaultPoints
+from effectively_once.kafka_client import client_config
 from effectively_once.outbox import add_to_outbox
 from effectively_once.relay.publish import producer_settings
 from effectively_once.relay.settings import RelaySettings
@@ -57,7 +58,7 @@ def make_relay(url: str, bootstrap: str, faults: FaultPoints | None = None, **ov
 def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[Message]:
     reader = Consumer(
         {
-            "bootstrap.servers": bootstrap,
+            **client_config(bootstrap),
             "group.id": f"reader-{uuid.uuid4().hex}",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,

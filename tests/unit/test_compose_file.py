@@ -13,12 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
+from effectively_once.kafka_client import ENVIRONMENT_VARIABLES as KAFKA_PRINCIPAL_VARIABLES
 from infra.launcher import processes, prometheus_server
 from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings
 
 COMPOSE = PROJECT_ROOT / "docker-compose.yml"
-NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID"}
+NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID", *KAFKA_PRINCIPAL_VARIABLES}
+"""Natively each process is its own Kafka principal (docs/kafka-principals.md); compose's Kafka does
+not authenticate yet, so its processes are given none."""
 COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN", "GRAFANA_URL", "ALLOWED_HOSTS"}
 """Inside its container the panel listens beyond loopback, so compose hands it the token (or none,
 and it makes one up); natively it listens on loopback and needs none unless the user sets one.

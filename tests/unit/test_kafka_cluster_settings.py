@@ -42,9 +42,7 @@ def test_each_node_of_three_is_configured_as_one_replicated_quorum(tmp_path: Pat
     configs = [_properties(kafka_broker.server_properties(settings, node)) for node in (1, 2, 3)]
     assert [c["node.id"] for c in configs] == ["1", "2", "3"]
     assert {c["controller.quorum.voters"] for c in configs} == {"1@127.0.0.1:21001,2@127.0.0.1:21003,3@127.0.0.1:21005"}
-    assert [c["listeners"].split(",")[0] for c in configs] == [
-        f"PLAINTEXT://127.0.0.1:{p}" for p in (21000, 21002, 21004)
-    ]
+    assert [c["listeners"].split(",")[0] for c in configs] == [f"BROKER://127.0.0.1:{p}" for p in (21000, 21002, 21004)]
     assert len({c["log.dirs"] for c in configs}) == 3
     for config in configs:
         assert config["default.replication.factor"] == config["offsets.topic.replication.factor"] == "3"

@@ -36,6 +36,7 @@ async function main(): Promise<void> {
   const kafka = new Kafka({
     clientId: processName,
     brokers: settings.bootstrapServers,
+    ...(settings.sasl ? { sasl: settings.sasl, ssl: false } : {}),
     logLevel: logLevel.WARN,
     logCreator: () => (entry) => log.warn(`kafkajs: ${entry.log.message}`, { namespace: entry.namespace }),
   });

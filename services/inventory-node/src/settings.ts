@@ -4,6 +4,8 @@
  * the process with the variable named.
  */
 
+import type { SASLOptions } from "kafkajs";
+
 import { ISOLATION_LEVELS, type IsolationLevel } from "./correctPath.js";
 
 export interface Settings {
@@ -22,6 +24,33 @@ export interface Settings {
   allowedHosts: Set<string>;
   members: number;
   telemetryTopic: string;
+  /** The Kafka principal (KAFKA_USERNAME / KAFKA_PASSWORD), or null to connect without one. */
+  sasl: KafkaSasl | null;
+}
+
+export type KafkaSasl = SASLOptions;
+
+const MECHANISMS = { "SCRAM-SHA-512": "scram-sha-512", "SCRAM-SHA-256": "scram-sha-256", PLAIN: "plain" } as const;
+
+/** The principal the environment names, as the Python runtime's effectively_once/kafka_client.py reads it. */
+function kafkaSasl(variables: Record<string, string | undefined>): KafkaSasl | null {
+  const username = variables["KAFKA_USERNAME"] || "";
+  const password = variables["KAFKA_PASSWORD"] || "";
+  if (!username && !password) {
+    return null;
+  }
+  if (!username || !password) {
+    throw new SettingsError("KAFKA_USERNAME and KAFKA_PASSWORD: both are needed, or neither");
+  }
+  const mechanism = variables["KAFKA_SASL_MECHANISM"] || "SCRAM-SHA-512";
+  if (!(mechanism in MECHANISMS)) {
+    throw new SettingsError(`KAFKA_SASL_MECHANISM: one of ${Object.keys(MECHANISMS).join(", ")}`);
+  }
+  const protocol = variables["KAFKA_SECURITY_PROTOCOL"] || "SASL_PLAINTEXT";
+  if (protocol !== "SASL_PLAINTEXT") {
+    throw new SettingsError("KAFKA_SECURITY_PROTOCOL: this implementation speaks SASL_PLAINTEXT only");
+  }
+  return { mechanism: MECHANISMS[mechanism as keyof typeof MECHANISMS], username, password } as SASLOptions;
 }
 
 export class SettingsError extends Error {}
@@ -80,6 +109,7 @@ export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settin
     faults: variables["EO_FAULTS"] ?? "",
     members: number(variables, "CONSUMER_MEMBERS", 1, 1, 16),
     telemetryTopic: variables["TELEMETRY_TOPIC"] ?? "platform.telemetry",
+    sasl: kafkaSasl(variables),
     allowedHosts: new Set(
       (variables["ALLOWED_HOSTS"] ?? "").split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
     ),

@@ -24,15 +24,19 @@ public class InventoryApplication {
 
   public static void main(String[] args) {
     ConsumerSettings settings;
+    Map<String, Object> properties;
     try {
       settings = ConsumerSettings.fromEnvironment(System.getenv());
+      Map<String, Object> built = properties(settings);
+      KafkaPrincipal.fromEnvironment(System.getenv()).ifPresent(principal -> built.putAll(principal.springProperties()));
+      properties = built;
     } catch (ConsumerSettings.SettingsError error) {
       System.err.println("inventory-java: " + error.getMessage());
       System.exit(2);
       return;
     }
     SpringApplication application = new SpringApplication(InventoryApplication.class);
-    application.setDefaultProperties(properties(settings));
+    application.setDefaultProperties(properties);
     application.addInitializers(context -> context.getBeanFactory().registerSingleton("consumerSettings", settings));
     application.run(args);
   }

@@ -1,0 +1,90 @@
+"""How every Kafka client is configured: the servers, and the principal it authenticates as.
+
+A process's principal comes from its environment: `KAFKA_USERNAME` and `KAFKA_PASSWORD`, with
+`KAFKA_SASL_MECHANISM` (default SCRAM-SHA-512) and `KAFKA_SECURITY_PROTOCOL` (default
+SASL_PLAINTEXT; SASL_SSL on a network that needs it). Without a username the client connects
+without authenticating, which a broker that enforces ACLs refuses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class KafkaPrincipalError(ValueError):
+    """The environment names a principal that cannot be used; the message says which variable."""
+
+
+@dataclass(frozen=True)
+class KafkaPrincipal:
+    """A Kafka user and how it proves who it is."""
+
+    username: str
+    password: str = field(repr=False)
+    mechanism: str = "SCRAM-SHA-512"
+    protocol: str = "SASL_PLAINTEXT"
+
+    def __post_init__(self) -> None:
+        if not self.username or not self.password:
+            raise KafkaPrincipalError("KAFKA_USERNAME and KAFKA_PASSWORD: both are needed, or neither")
+        if self.mechanism not in MECHANISMS:
+            raise KafkaPrincipalError(f"KAFKA_SASL_MECHANISM: {self.mechanism!r} is not one of {', '.join(MECHANISMS)}")
+        if self.protocol not in PROTOCOLS:
+            raise KafkaPrincipalError(
+                f"KAFKA_SECURITY_PROTOCOL: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}"
+            )
+
+    def librdkafka(self) -> dict[str, str]:
+        """The settings a confluent-kafka Producer, Consumer or AdminClient takes."""
+        return {
+            "security.protocol": self.protocol,
+            "sasl.mechanism": self.mechanism,
+            "sasl.username": self.username,
+            "sasl.password": self.password,
+        }
+
+    def environment(self) -> dict[str, str]:
+        """The variables that make a process (in any of the three stacks) act as this principal."""
+        return {
+            "KAFKA_USERNAME": self.username,
+            "KAFKA_PASSWORD": self.password,
+            "KAFKA_SASL_MECHANISM": self.mechanism,
+            "KAFKA_SECURITY_PROTOCOL": self.protocol,
+        }
+
+
+ENVIRONMENT_VARIABLES = ("KAFKA_USERNAME", "KAFKA_PASSWORD", "KAFKA_SASL_MECHANISM", "KAFKA_SECURITY_PROTOCOL")
+
+
+def principal_from_environment(environ: Mapping[str, str] | None = None) -> KafkaPrincipal | None:
+    """The principal the environment names, None when it names none; KafkaPrincipalError when it
+    names one badly (a username without a password, an unknown mechanism)."""
+    environ = os.environ if environ is None else environ
+    username, password = environ.get("KAFKA_USERNAME", ""), environ.get("KAFKA_PASSWORD", "")
+    if not username and not password:
+        return None
+    return KafkaPrincipal(
+        username,
+        password,
+        environ.get("KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512",
+        environ.get("KAFKA_SECURITY_PROTOCOL") or "SASL_PLAINTEXT",
+    )
+
+
+def client_config(
+    bootstrap_servers: str, settings: Mapping[str, Any] | None = None, principal: KafkaPrincipal | None = None
+) -> dict[str, Any]:
+    """A client's configuration: the servers, the principal (`principal`, else the environment's),
+    then `settings`."""
+    principal = principal or principal_from_environment()
+    return {
+        "bootstrap.servers": bootstrap_servers,
+        **(principal.librdkafka() if principal else {}),
+        **(settings or {}),
+    }
