@@ -82,7 +82,7 @@ PRINCIPALS: tuple[Principal, ...] = (
             Grant("group", "*", ("READ", "DESCRIBE")),
             Grant("cluster", "kafka-cluster", ("DESCRIBE",)),
         ),
-        ("chaos-panel",),
+        ("chaos-panel", "kafka-control"),
     ),
 )
 """Every principal but ADMIN, which is a super user and needs no grant."""
@@ -96,3 +96,22 @@ def principal_of(program: str) -> str:
             if program == name or (program.startswith(name + "-") and program.removeprefix(name + "-").isdigit()):
                 return principal.name
     raise KeyError(f"no Kafka principal for program {program!r}")
+
+
+def acl_table() -> str:
+    """The principals and their grants as a Markdown table (docs/kafka-principals.md shows it)."""
+    rows = [
+        "| principal | runs as it | allowed |",
+        "| --- | --- | --- |",
+        f"| `{ADMIN}` | the Kafka nodes, the launcher | everything (super user) |",
+    ]
+    for principal in PRINCIPALS:
+        allowed = "; ".join(
+            f"{'/'.join(grant.operations)} {grant.resource} `{grant.name}{'*' if grant.prefixed else ''}`"
+            for grant in principal.grants
+        )
+        programs = ", ".join(f"`{name}`" for name in principal.programs)
+        if principal.name == OPERATOR:
+            programs += ", `make audit`, `make soak`"
+        rows.append(f"| `{principal.name}` | {programs} | {allowed} |")
+    return "\n".join(rows) + "\n"

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from infra.launcher import broker_chaos, kafka_broker, kafka_principals, stack
 from infra.launcher.errors import LaunchError
 from infra.launcher.provisioning import provision
+from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS
 from services.settings import Settings
 
 
@@ -104,6 +105,23 @@ def _prepare(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
+def _client_properties(settings: Settings, arguments: argparse.Namespace) -> int:
+    """A principal's client properties, for Kafka's own tools (`--command-config`)."""
+    names = [ADMIN, *(principal.name for principal in PRINCIPALS)]
+    if arguments.principal not in names:
+        raise LaunchError(f"{arguments.principal!r} is not a Kafka principal", "name one of " + ", ".join(names))
+    principal = settings.kafka_principal(arguments.principal)
+    module = "scram.ScramLoginModule" if principal.mechanism.startswith("SCRAM") else "plain.PlainLoginModule"
+    print(f"# Kafka client properties of principal {principal.username} (keep them to yourself)")
+    print(f"security.protocol={principal.protocol}")
+    print(f"sasl.mechanism={principal.mechanism}")
+    print(
+        f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+        f'username="{principal.username}" password="{principal.password}";'
+    )
+    return 0
+
+
 def _provision(settings: Settings, _: argparse.Namespace) -> int:
     """For docker-compose's one-shot job: roles, databases, migrations, topics, Kafka users and ACLs."""
     provision(settings, _say)
@@ -142,6 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("--seconds", type=float, default=15, help="freeze: how long")
     broker.set_defaults(run=_broker)
     commands.add_parser("prepare", help="fetch and install what `up` needs; start nothing").set_defaults(run=_prepare)
+    client_properties = commands.add_parser(
+        "client-properties", help="a Kafka principal's client properties, for Kafka's tools' --command-config"
+    )
+    client_properties.add_argument("principal", nargs="?", default=OPERATOR)
+    client_properties.set_defaults(run=_client_properties)
     commands.add_parser(
         "provision",
         help="roles, databases and migrations at DATABASE_URL; topics at KAFKA_BOOTSTRAP_SERVERS",

@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from effectively_once.kafka_client import KafkaPrincipal, KafkaPrincipalError, client_config, principal_from_environment
 from infra.launcher import kafka_broker, processes
 from infra.launcher.kafka_principals import bindings
-from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS, RELAY, principal_of
-from services.settings import Settings
+from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS, RELAY, acl_table, principal_of
+from services.settings import PROJECT_ROOT, Settings
 from services.topology import CONSUMERS, EVENT_TOPICS, TELEMETRY_TOPIC, Consumer
 
 
@@ -126,3 +126,9 @@ def test_the_nodes_authenticate_and_authorize_and_keep_the_admin_password_to_the
     assert config["super.users"] == f"User:{ADMIN}"
     assert settings.kafka_principal(ADMIN).password in config["listener.name.broker.scram-sha-512.sasl.jaas.config"]
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_docs_list_exactly_the_acls_the_launcher_grants() -> None:
+    page = (PROJECT_ROOT / "docs" / "kafka-principals.md").read_text()
+    listed = page.split("<!-- acl-table -->\n", 1)[1].split("<!-- /acl-table -->", 1)[0]
+    assert listed == acl_table()
