@@ -42,7 +42,8 @@ hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        tier = Path(str(item.fspath)).parent.name
+        # The first folder under tests/ is the tier: tests/e2e/panel/… is end-to-end too.
+        tier = Path(str(item.fspath)).relative_to(Path(__file__).parent).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
 
