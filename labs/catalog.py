@@ -5,6 +5,7 @@ from __future__ import annotations
 from labs.lab import Lab
 from labs.scenarios import (
     ack_before_commit,
+    broker_loss,
     check_then_act,
     crash_after_commit,
     marker_after,
@@ -137,6 +138,16 @@ LABS = (
         (
             "tests/integration/test_consumer_loop.py::test_every_kind_of_poison_is_dead_lettered_with_its_reason_and_the_consumer_keeps_going",
             "tests/e2e/panel/test_controls_api.py::test_poison_is_dead_lettered_with_its_reason_by_every_consumer_of_the_topic",
+        ),
+    ),
+    Lab(
+        14,
+        "broker-loss",
+        "A Kafka node dies under load",
+        broker_loss.run,
+        (
+            "tests/e2e/panel/test_broker_faults.py::test_a_frozen_then_killed_broker_comes_back_and_the_orders_around_it_end_once",
+            "tests/integration/test_relay_leader_loss.py::test_a_leader_that_dies_before_its_followers_copied_the_rows",
         ),
     ),
 )

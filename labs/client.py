@@ -74,6 +74,13 @@ class PanelClient:
     def anomalies(self, order_id: str, stuck_after: float | None = None) -> list[dict[str, str]]:
         return [a for a in self.audit(stuck_after)["anomalies"] if a["subject"] == order_id]
 
+    def brokers(self) -> list[dict[str, Any]]:
+        """The Kafka nodes: process, state, controller, frozen, the partitions each leads."""
+        answer: dict[str, Any] = self._get("/api/brokers")
+        if answer.get("error"):
+            raise LabError(str(answer["error"]))
+        return list(answer["nodes"])
+
     def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
         faults: dict[str, Any] = self._get(f"/api/sandbox-faults/{sandbox}")
         return faults

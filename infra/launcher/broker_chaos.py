@@ -114,9 +114,9 @@ def running_cluster(settings: Settings) -> tuple[Settings, Supervisor]:
     return settings.model_copy(update={"BROKERS": supervised_nodes(supervisor)}), supervisor
 
 
-def leaders(settings: Settings) -> dict[int, list[str]]:
+def leaders(settings: Settings, timeout: float = 10) -> dict[int, list[str]]:
     """Node -> the partitions (`topic/n`) of the platform's topics it leads now."""
-    metadata = kafka_broker.admin_client(settings.kafka_bootstrap_servers).list_topics(timeout=10)
+    metadata = kafka_broker.admin_client(settings.kafka_bootstrap_servers).list_topics(timeout=timeout)
     led: dict[int, list[str]] = {node: [] for node in range(1, settings.BROKERS + 1)}
     for topic in all_topics():
         found = metadata.topics.get(topic)

@@ -26,6 +26,11 @@ ORDERS_API = "orders-api"
 PAYMENT_PROVIDER = "payment-provider"
 MAIL = "mail"
 PROMETHEUS = "prometheus"
+BROKER_CONTROL = "kafka-control"
+"""The Kafka nodes' control endpoint (infra/launcher/broker_control.py): native path only, where the
+launcher runs the nodes; the panel's broker faults go through it."""
+BROKER_CONTROL_OFFSET = 9
+"""Its port: CONTROL_PORT_BASE + 9, beside the background processes' (1 to 8)."""
 
 BACKGROUND = (
     # name, module and arguments, database, control port offset, group members (consumers only)
@@ -151,6 +156,33 @@ def _http_service(
     )
 
 
+def broker_control_url(settings: Settings) -> str:
+    """The Kafka nodes' control endpoint; "" when the launcher does not run Kafka."""
+    return f"http://127.0.0.1:{settings.CONTROL_PORT_BASE + BROKER_CONTROL_OFFSET}" if settings.uses_own_kafka else ""
+
+
+def broker_control_program(settings: Settings, run_id: str) -> Program:
+    port = settings.CONTROL_PORT_BASE + BROKER_CONTROL_OFFSET
+    environment = {
+        key: value
+        for key, value in _python_environment(settings, BROKER_CONTROL, run_id).items()
+        if key != "KAFKA_BOOTSTRAP_SERVERS"  # it finds the nodes it runs beside from the settings below
+    }
+    return Program(
+        name=BROKER_CONTROL,
+        command=[sys.executable, "-m", "infra.launcher.broker_control"],
+        environment={
+            **environment,
+            "EO_STATE_DIR": str(settings.EO_STATE_DIR),
+            "KAFKA_PORT": str(settings.KAFKA_PORT),
+            "KAFKA_CONTROLLER_PORT": str(settings.KAFKA_CONTROLLER_PORT),
+            "CONTROL_PORT": str(port),
+        },
+        ports=(port,),
+        health_url=f"http://127.0.0.1:{port}/healthz",
+    )
+
+
 def scrape_targets(settings: Settings) -> dict[str, str]:
     """Process name -> host:port of its /metrics, for Prometheus."""
     return {
@@ -180,6 +212,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
         settings.admin_database_url, AUDITOR_ROLE, settings.AUDITOR_DB_PASSWORD, "postgres"
     )
     panel_token = {"CHAOS_PANEL_TOKEN": settings.CHAOS_PANEL_TOKEN} if settings.CHAOS_PANEL_TOKEN else {}
+    broker_control = {"BROKER_CONTROL_URL": broker_control_url(settings)} if settings.uses_own_kafka else {}
     programs = [
         Program(
             name=CHAOS_PANEL,
@@ -195,6 +228,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 "MAIL_URL": f"http://127.0.0.1:{settings.MAIL_PORT}",
                 "PROMETHEUS_URL": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}",
                 **panel_token,
+                **broker_control,
             },
             ports=(settings.CHAOS_PANEL_PORT,),
             health_url=f"{settings.chaos_panel_url}/healthz",
@@ -277,5 +311,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 health_url=f"http://127.0.0.1:{port}/metrics",
             )
         )
+    if settings.uses_own_kafka:
+        programs.append(broker_control_program(settings, run_id))
     programs.append(prometheus_program(settings))
     return programs

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from services.chaos_panel import records
 from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
+from services.chaos_panel.broker_faults import BrokerFaults
 from services.chaos_panel.control_plane import ControlPlane, ProcessState
 from services.chaos_panel.health import per_database
 from services.chaos_panel.injector import Injector
@@ -25,6 +26,7 @@ class Panel:
     loads: LoadRunner
     store: TelemetryStore
     query: Query
+    brokers: BrokerFaults
     readers: list[TelemetryReader] = field(default_factory=list)
 
     def verdict(self, stuck_after: float | None = None) -> Verdict:
@@ -44,6 +46,7 @@ class Panel:
             reader.stop()
         self.loads.stop()
         self.control.close()
+        self.brokers.close()
 
 
 def build_panel(settings: PanelSettings) -> Panel:
@@ -59,6 +62,7 @@ def build_panel(settings: PanelSettings) -> Panel:
         loads=LoadRunner(settings.ORDERS_API_URL),
         store=store,
         query=database_reader(lambda name: per_database(auditor_url, name)),
+        brokers=BrokerFaults(settings.BROKER_CONTROL_URL),
         readers=[TelemetryReader(settings.KAFKA_BOOTSTRAP_SERVERS, store)],
     )
 

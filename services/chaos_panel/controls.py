@@ -19,7 +19,7 @@ from services.chaos_panel import records
 from services.chaos_panel.context import Panel
 from services.chaos_panel.control_plane import ControlError
 from services.chaos_panel.injector import InjectionError
-from services.topology import EVENT_TOPICS
+from services.topology import EVENT_TOPICS, TOPIC_PARTITIONS
 
 Action = Callable[[dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]] | tuple[str, dict[str, Any]]]
 
@@ -262,6 +262,31 @@ def router(panel: Panel) -> APIRouter:
         answer = control.redrive_parked(process, order_id)
         works = ", ".join(str(r.get("work")) for r in answer.get("redriven", [])) or "its work"
         return f"re-drove {works} of order {order_id}: pending again, same idempotency key", answer
+
+    @action("/brokers/kill-leader")
+    def kill_leader(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """SIGKILL the node leading a partition; its supervisor starts it again."""
+        topic, _, number = _text(body, "partition").rpartition("/")
+        if topic not in EVENT_TOPICS or not number.isdigit() or int(number) >= TOPIC_PARTITIONS:
+            raise BadInput(f"partition must be topic/n, one of {EVENT_TOPICS[0]}/0 to {EVENT_TOPICS[-1]}/2")
+        done = panel.brokers.kill_leader(topic, int(number))
+        return f"{done}: watch the relay and the consumers ride through it, then the auditor", {}
+
+    @action("/brokers/freeze")
+    def freeze(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """SIGSTOP a node (it keeps its connections, answers nothing), SIGCONT it later."""
+        node = int(_number(body, "node", 1, 1, 3))
+        seconds = _number(body, "seconds", 15, 1, 120)
+        return panel.brokers.freeze(node, seconds), {}
+
+    @action("/brokers/restart-controller")
+    def restart_controller(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return panel.brokers.restart_controller(), {}
+
+    @api.get("/brokers")
+    def brokers() -> dict[str, Any]:
+        """The Kafka nodes: state, active controller, frozen, what each leads."""
+        return panel.brokers.nodes()
 
     @action("/reset")
     def reset(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:

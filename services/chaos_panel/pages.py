@@ -17,7 +17,7 @@ from services.chaos_panel.context import Panel
 from services.chaos_panel.health import database_checks, kafka_check
 from services.chaos_panel.injector import POISON_KINDS
 from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token, same_origin
-from services.topology import CONSUMERS, EVENT_TOPICS
+from services.topology import CONSUMERS, EVENT_TOPICS, TOPIC_PARTITIONS
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
@@ -113,6 +113,8 @@ def router(panel: Panel) -> APIRouter:
             poison_kinds=POISON_KINDS,
             topics=EVENT_TOPICS,
             sandboxes={name: _sandbox(panel, name) for name in panel.control.sandboxes},
+            partitions=[f"{topic}/{n}" for topic in EVENT_TOPICS for n in range(TOPIC_PARTITIONS)],
+            brokers_available=panel.brokers.available,
         )
 
     @pages.get("/parked", response_class=HTMLResponse)
@@ -176,6 +178,10 @@ def router(panel: Panel) -> APIRouter:
             http_states=panel.control.http_states(),
             restarts=panel.store.restarts(),
         )
+
+    @pages.get("/fragments/brokers", response_class=HTMLResponse)
+    def brokers(request: Request) -> Response:
+        return render(request, "fragments/brokers.html", cluster=panel.brokers.nodes())
 
     @pages.get("/fragments/verdict", response_class=HTMLResponse)
     def verdict(request: Request) -> Response:

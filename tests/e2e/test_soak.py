@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from services.settings import PROJECT_ROOT
@@ -43,6 +44,9 @@ def test_a_short_soak_with_two_replicas_under_every_kind_of_fault_loses_nothing_
             )
         shown = run.launcher("broker")  # `make broker`: the nodes, who leads what, the controller
         refused = run.launcher("broker", "kill-leader", "no-partition")
+        panel = httpx.get(f"http://127.0.0.1:{run.settings().CHAOS_PANEL_PORT}/api/brokers", timeout=30).json()
+    assert [node["process"] for node in panel["nodes"]] == ["kafka-1", "kafka-2", "kafka-3"], panel
+    assert panel["replicated"] and sum(node["controller"] for node in panel["nodes"]) == 1, panel
     assert shown.returncode == 0, shown.stdout + shown.stderr
     nodes = [line for line in shown.stdout.splitlines() if line.strip().startswith("kafka-")]
     assert len(nodes) == 3 and all("RUNNING" in line for line in nodes), shown.stdout

@@ -19,7 +19,13 @@ from infra.launcher.supervisor import Program
 from services.settings import PROJECT_ROOT, Settings
 
 COMPOSE = PROJECT_ROOT / "docker-compose.yml"
-NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID", *KAFKA_PRINCIPAL_VARIABLES}
+NATIVE_ONLY_VARIABLES = {
+    "PYTHONPATH",
+    "PYTHONUNBUFFERED",
+    "EO_RUN_ID",
+    "BROKER_CONTROL_URL",
+    *KAFKA_PRINCIPAL_VARIABLES,
+}
 """Natively each process is its own Kafka principal (docs/kafka-principals.md); compose's Kafka does
 not authenticate yet, so its processes are given none."""
 COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN", "GRAFANA_URL", "ALLOWED_HOSTS"}
@@ -37,7 +43,10 @@ def compose() -> dict[str, Any]:
 
 
 def _native_platform() -> list[Program]:
-    return processes.platform_programs(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))
+    """The native platform's programs that compose runs too: not the Kafka nodes' control
+    endpoint, which acts on the nodes through the native supervisor."""
+    programs = processes.platform_programs(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))
+    return [program for program in programs if program.name != processes.BROKER_CONTROL]
 
 
 def test_compose_runs_the_same_services_as_the_native_path_plus_grafana(

@@ -1,0 +1,70 @@
+"""The panel's hands on the Kafka nodes: the nodes' control endpoint (BROKER_CONTROL_URL), which
+the native launcher runs beside them. Under docker-compose there is none, and the panel says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from services.chaos_panel.control_plane import ControlError
+
+NOT_AVAILABLE = (
+    "broker faults need the Kafka nodes' control endpoint, which the native launcher runs (`make up`); "
+    "with docker-compose, stop or pause the kafka containers by hand"
+)
+
+
+class BrokerFaults:
+    def __init__(self, url: str, timeout: float = 20) -> None:
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(timeout=timeout)
+
+    @property
+    def available(self) -> bool:
+        return bool(self.url)
+
+    def nodes(self) -> dict[str, Any]:
+        """Each node with its state, role and the partitions it leads; {"error": …} when unknown."""
+        if not self.available:
+            return {"nodes": [], "error": NOT_AVAILABLE}
+        try:
+            answer = self._client.get(f"{self.url}/nodes")
+        except httpx.HTTPError as error:
+            return {"nodes": [], "error": f"the Kafka nodes' control endpoint does not answer ({type(error).__name__})"}
+        if answer.status_code != 200:
+            return {"nodes": [], "error": _detail(answer)}
+        return dict(answer.json())
+
+    def kill_leader(self, topic: str, partition: int) -> str:
+        return self._act("/kill-leader", {"topic": topic, "partition": partition})
+
+    def freeze(self, node: int, seconds: float) -> str:
+        return self._act("/freeze", {"node": node, "seconds": seconds})
+
+    def restart_controller(self) -> str:
+        return self._act("/restart-controller", {})
+
+    def _act(self, path: str, body: dict[str, Any]) -> str:
+        if not self.available:
+            raise ControlError(NOT_AVAILABLE, 409)
+        try:
+            answer = self._client.post(f"{self.url}{path}", json=body)
+        except httpx.HTTPError as error:
+            raise ControlError(f"the Kafka nodes' control endpoint does not answer ({type(error).__name__})") from error
+        if answer.status_code != 200:
+            raise ControlError(_detail(answer), answer.status_code if answer.status_code < 500 else 503)
+        return str(answer.json()["fault"])
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _detail(answer: httpx.Response) -> str:
+    try:
+        detail = answer.json().get("detail")
+    except ValueError:
+        detail = None
+    if isinstance(detail, list):  # a validation error: name the field
+        detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])[1:]))}: {d.get('msg')}" for d in detail)
+    return f"the Kafka nodes refused ({answer.status_code}): {detail or answer.text[:200]}"
