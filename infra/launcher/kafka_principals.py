@@ -61,7 +61,8 @@ def bindings(principal: Principal) -> list[AclBinding]:
     ]
 
 
-def _key(binding: AclBinding) -> tuple[object, ...]:
+def acl_key(binding: AclBinding) -> tuple[Any, ...]:
+    """What makes an ACL the one it is, in AclBindingFilter's order (a filter that matches it alone)."""
     return (
         binding.restype,
         binding.name,
@@ -98,29 +99,16 @@ def ensure_principals(bootstrap_servers: str, settings: Settings) -> int:
         ),
         "create the Kafka users",
     )
-    wanted = {_key(binding): binding for principal in PRINCIPALS for binding in bindings(principal)}
+    wanted = {acl_key(binding): binding for principal in PRINCIPALS for binding in bindings(principal)}
     managed = {f"User:{principal.name}" for principal in PRINCIPALS}
-    existing = {_key(binding): binding for binding in admin.describe_acls(EVERY_ACL).result()}
+    existing = {acl_key(binding): binding for binding in admin.describe_acls(EVERY_ACL).result()}
     missing = [binding for key, binding in wanted.items() if key not in existing]
     stale = [binding for key, binding in existing.items() if key not in wanted and binding.principal in managed]
     if missing:
         _wait(admin.create_acls(missing), "create the Kafka ACLs")
     if stale:
         _wait(
-            admin.delete_acls(
-                [
-                    AclBindingFilter(
-                        binding.restype,
-                        binding.name,
-                        binding.resource_pattern_type,
-                        binding.principal,
-                        binding.host,
-                        binding.operation,
-                        binding.permission_type,
-                    )
-                    for binding in stale
-                ]
-            ),
+            admin.delete_acls([AclBindingFilter(*acl_key(binding)) for binding in stale]),
             "remove Kafka ACLs no longer granted",
         )
     return len(missing) + len(stale)

@@ -11,11 +11,19 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import KafkaPrincipal, client_config
 from infra.launcher.kafka_broker import admin_client
-from infra.launcher.kafka_principals import EVERY_ACL
+from infra.launcher.kafka_principals import EVERY_ACL, acl_key, bindings, ensure_principals
 from services.kafka_access import OPERATOR, PRINCIPALS, RELAY, Principal
 from services.settings import Settings
 from services.topology import CONSUMERS, ORDERS_EVENTS, all_topics
@@ -121,3 +129,28 @@ def test_a_consumer_principal_may_not_read_what_it_does_not_consume(
         assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
     finally:
         reader.close()
+
+
+def test_the_launcher_takes_back_an_acl_no_longer_granted_and_restores_one_removed(enforcing: Settings) -> None:
+    """ensure_principals makes the ACLs exactly the listed ones: an extra grant to a platform
+    principal is removed, a listed one that was deleted is created again."""
+    admin = admin_client(enforcing.kafka_bootstrap_servers)
+    extra = AclBinding(
+        ResourceType.TOPIC,
+        ORDERS_EVENTS,
+        ResourcePatternType.LITERAL,
+        "User:payment-authorization-v1",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    relay = next(principal for principal in PRINCIPALS if principal.name == RELAY)
+    listed = next(binding for binding in bindings(relay) if binding.name == ORDERS_EVENTS)
+    admin.create_acls([extra])[extra].result()
+    admin.delete_acls([AclBindingFilter(*acl_key(listed))])[AclBindingFilter(*acl_key(listed))].result()
+    changed = ensure_principals(enforcing.kafka_bootstrap_servers, enforcing)
+    assert changed == 2
+    now = {acl_key(binding) for binding in admin.describe_acls(EVERY_ACL).result()}
+    assert acl_key(extra) not in now and acl_key(listed) in now
+    error = _write(enforcing, enforcing.kafka_principal("payment-authorization-v1"), ORDERS_EVENTS)
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
