@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     KAFKA_MASTER_PASSWORD: str = "kafka" + DEVELOPMENT_PASSWORD_SUFFIX
     """The secret each Kafka principal's password is derived from (services/kafka_access.py names
     the principals); each process is given its own password only."""
+    KAFKA_PASSWORDS: dict[str, str] = Field(default_factory=dict)
+    """Principal -> password, where a password is set rather than derived (docker-compose gives
+    each service its own KAFKA_PASSWORD_<PRINCIPAL> and provisioning these same ones)."""
     KAFKA_PORT: int = 29092
     """The first node's client port; node n listens on KAFKA_PORT + 2 (n - 1)."""
     KAFKA_CONTROLLER_PORT: int = 29093
@@ -123,6 +126,10 @@ class Settings(BaseSettings):
                 name
                 for name, value in self.model_dump().items()
                 if name.endswith("PASSWORD") and str(value).endswith(DEVELOPMENT_PASSWORD_SUFFIX)
+            ] + [
+                f"KAFKA_PASSWORDS[{principal}]"
+                for principal, password in self.KAFKA_PASSWORDS.items()
+                if password.endswith(DEVELOPMENT_PASSWORD_SUFFIX)
             ]
             if weak:
                 raise ValueError(
@@ -187,8 +194,11 @@ class Settings(BaseSettings):
         return max(1, self.kafka_replication_factor - 1)
 
     def kafka_principal(self, name: str) -> KafkaPrincipal:
-        """Kafka principal `name` with its password: HMAC-SHA256 of the name under
-        KAFKA_MASTER_PASSWORD, so that a principal's password says nothing of another's."""
+        """Kafka principal `name` with its password: the one KAFKA_PASSWORDS sets, else HMAC-SHA256
+        of the name under KAFKA_MASTER_PASSWORD, so that a principal's password says nothing of
+        another's."""
+        if name in self.KAFKA_PASSWORDS:
+            return KafkaPrincipal(name, self.KAFKA_PASSWORDS[name])
         digest = hmac.new(self.KAFKA_MASTER_PASSWORD.encode(), name.encode(), hashlib.sha256).hexdigest()
         return KafkaPrincipal(name, digest[:40])
 

@@ -13,21 +13,19 @@ from typing import Any
 import pytest
 import yaml
 
-from effectively_once.kafka_client import ENVIRONMENT_VARIABLES as KAFKA_PRINCIPAL_VARIABLES
 from infra.launcher import processes, prometheus_server
 from infra.launcher.supervisor import Program
+from services.kafka_access import PRINCIPALS
 from services.settings import PROJECT_ROOT, Settings
 
 COMPOSE = PROJECT_ROOT / "docker-compose.yml"
-NATIVE_ONLY_VARIABLES = {
-    "PYTHONPATH",
-    "PYTHONUNBUFFERED",
-    "EO_RUN_ID",
-    "BROKER_CONTROL_URL",
-    *KAFKA_PRINCIPAL_VARIABLES,
+SECURITY_KEYS = {
+    "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
+    "KAFKA_AUTHORIZER_CLASS_NAME",
+    "KAFKA_SUPER_USERS",
+    "KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND",
 }
-"""Natively each process is its own Kafka principal (docs/kafka-principals.md); compose's Kafka does
-not authenticate yet, so its processes are given none."""
+NATIVE_ONLY_VARIABLES = {"PYTHONPATH", "PYTHONUNBUFFERED", "EO_RUN_ID", "BROKER_CONTROL_URL"}
 COMPOSE_ONLY_VARIABLES = {"CHAOS_PANEL_TOKEN", "GRAFANA_URL", "ALLOWED_HOSTS"}
 """Inside its container the panel listens beyond loopback, so compose hands it the token (or none,
 and it makes one up); natively it listens on loopback and needs none unless the user sets one.
@@ -223,3 +221,37 @@ def test_three_brokers_in_compose_form_one_replicated_quorum_like_the_native_clu
     assert "-f infra/compose/brokers-3.yml" in makefile and "kafka-3:19092" in makefile
     base = yaml.safe_load(COMPOSE.read_text())
     assert "COMPOSE_KAFKA_BOOTSTRAP" in base["x-platform-environment"]["KAFKA_BOOTSTRAP_SERVERS"]
+
+
+def test_each_service_is_the_same_kafka_principal_in_both_paths(compose: dict[str, Any]) -> None:
+    for program in _native_platform():
+        if program.name == processes.PROMETHEUS:
+            continue
+        in_compose = compose["services"][program.name]["environment"]
+        assert in_compose["KAFKA_USERNAME"] == program.environment["KAFKA_USERNAME"], program.name
+
+
+def test_provisioning_gives_each_principal_the_password_its_service_connects_with(compose: dict[str, Any]) -> None:
+    provision = compose["services"]["provision"]["environment"]
+    passwords = json.loads(provision["KAFKA_PASSWORDS"])
+    assert set(passwords) == {principal.name for principal in PRINCIPALS}
+    for name, service in compose["services"].items():
+        user = service.get("environment", {}).get("KAFKA_USERNAME")
+        if user and name != "provision":
+            assert service["environment"]["KAFKA_PASSWORD"] == passwords[user], name
+            assert re.fullmatch(r"\$\{KAFKA_PASSWORD_[A-Z0-9_]+:-[a-z0-9-]+-dev-password\}", passwords[user]), user
+    assert (provision["KAFKA_USERNAME"], provision["KAFKA_SASL_MECHANISM"]) == ("admin", "PLAIN")
+
+
+def test_every_kafka_node_authenticates_and_authorizes_in_both_files(compose: dict[str, Any]) -> None:
+    replicated = yaml.safe_load((PROJECT_ROOT / "infra" / "compose" / "brokers-3.yml").read_text())
+    base = compose["services"]["kafka"]["environment"]
+    security = {key: value for key, value in base.items() if "SASL" in key or key in SECURITY_KEYS}
+    assert security["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].count("SASL_PLAINTEXT") == 3
+    assert "PLAINTEXT:PLAINTEXT" not in security["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]
+    assert security["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+    for name in ("kafka", "kafka-2", "kafka-3"):
+        node = replicated["services"][name]["environment"]
+        assert {key: node[key] for key in security} == security, name
+    for service in (compose["services"]["kafka"], replicated["services"]["kafka-2"]):
+        assert "--command-config" in service["healthcheck"]["test"][1]

@@ -19,27 +19,19 @@ from services.settings import PROJECT_ROOT, Settings
 from services.topology import CONSUMERS, EVENT_TOPICS, TELEMETRY_TOPIC, Consumer
 
 
-def _writers(topic: str) -> set[str]:
+def _granted(topic: str, operation: str) -> set[str]:
+    """The principals allowed `operation` on `topic`."""
     return {
         principal.name
         for principal in PRINCIPALS
         for grant in principal.grants
-        if grant.resource == "topic" and grant.name == topic and "WRITE" in grant.operations
-    }
-
-
-def _readers(topic: str) -> set[str]:
-    return {
-        principal.name
-        for principal in PRINCIPALS
-        for grant in principal.grants
-        if grant.resource == "topic" and grant.name == topic and "READ" in grant.operations
+        if grant.resource == "topic" and grant.name == topic and operation in grant.operations
     }
 
 
 @pytest.mark.parametrize("topic", EVENT_TOPICS)
 def test_only_the_relay_and_the_operator_may_write_an_event_topic(topic: str) -> None:
-    assert _writers(topic) == {RELAY, OPERATOR}
+    assert _granted(topic, "WRITE") == {RELAY, OPERATOR}
 
 
 @pytest.mark.parametrize("consumer", CONSUMERS, ids=lambda c: c.name)
@@ -49,8 +41,8 @@ def test_a_consumer_reads_exactly_its_topics_and_writes_only_its_dead_letters_an
     written = {g.name for g in principal.grants if g.resource == "topic" and "WRITE" in g.operations}
     assert read == set(consumer.topics)
     assert written == {consumer.dead_letter_topic, TELEMETRY_TOPIC}
-    assert _writers(consumer.dead_letter_topic) == {consumer.name, OPERATOR}
-    assert _readers(consumer.dead_letter_topic) == {OPERATOR}
+    assert _granted(consumer.dead_letter_topic, "WRITE") == {consumer.name, OPERATOR}
+    assert _granted(consumer.dead_letter_topic, "READ") == {OPERATOR}
 
 
 def test_every_supervised_program_has_its_own_principal_and_replicas_share_it() -> None:
@@ -132,3 +124,11 @@ def test_the_docs_list_exactly_the_acls_the_launcher_grants() -> None:
     page = (PROJECT_ROOT / "docs" / "kafka-principals.md").read_text()
     listed = page.split("<!-- acl-table -->\n", 1)[1].split("<!-- /acl-table -->", 1)[0]
     assert listed == acl_table()
+
+
+def test_a_set_password_wins_over_the_derived_one_and_production_refuses_a_development_one() -> None:
+    settings = Settings(KAFKA_PASSWORDS={RELAY: "chosen-for-the-relay"})
+    assert settings.kafka_principal(RELAY).password == "chosen-for-the-relay"
+    assert settings.kafka_principal(OPERATOR) == Settings().kafka_principal(OPERATOR)
+    with pytest.raises(ValidationError, match=r"KAFKA_PASSWORDS\[outbox-relay\]"):
+        Settings(EO_ENV="production", KAFKA_MASTER_PASSWORD="s", KAFKA_PASSWORDS={RELAY: "relay-kafka-dev-password"})
