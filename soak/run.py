@@ -181,9 +181,10 @@ class Soak:
         next_step = time.monotonic()
         deadline = time.monotonic() + duration
         # Steps that could not be carried out when their turn came, and steps that block (a restart),
-        # can push the plan past DURATION: the load then goes on until the plan is done, up to half
-        # as long again; what is still left then is reported, never dropped silently.
-        latest = deadline + duration / 2
+        # can push the plan past DURATION (more so on a busy machine): the load then goes on until
+        # the plan is done, what is left tried at the shortest interval, up to twice as long again;
+        # what is still left then is reported, never dropped silently.
+        latest = deadline + 2 * duration
         extended = False
         while loader.is_alive() and (time.monotonic() < deadline or (queue and time.monotonic() < latest)):
             if not extended and queue and time.monotonic() >= deadline:
@@ -199,7 +200,7 @@ class Soak:
                     report.skipped.append(f"{step.describe()}: {error}")
                     self._log(started, f"{step.describe()}: not now ({error}); later")
                     queue.append(step)  # a process may be restarting: try again later
-                next_step = time.monotonic() + interval
+                next_step = time.monotonic() + (MIN_STEP_INTERVAL if extended else interval)
             self._progress(started, duration, report)
             time.sleep(0.25)
         stop.set()
