@@ -90,12 +90,14 @@ def _kafka_rate(
     strategy: Strategy,
     batch_size: int,
     telemetry: bool = False,
+    workers: int = 1,
 ) -> float:
     consumer_settings = runner.ConsumerSettings(
         DATABASE_URL=url,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
         CONSUMER_STRATEGY=strategy,
         CONSUMER_BATCH_SIZE=batch_size,
+        CONSUMER_WORKERS=workers,
     )
     loop = runner.build(
         name,
@@ -166,6 +168,7 @@ def _case(
     batch_size: int = 1,
     duplicates: bool = False,
     telemetry: bool = False,
+    workers: int = 1,
 ) -> Row:
     _say(f"{label}: {count} messages")
     run = uuid.uuid4().hex[:8]
@@ -176,7 +179,7 @@ def _case(
     if duplicates:  # every marker exists already: each delivery takes the duplicate path
         for name in (kafka_name, sql_name):
             _sql_only_rate(url, name, events, Strategy.CORRECT, 500)
-    kafka = _kafka_rate(settings, url, kafka_name, topic, count, strategy, batch_size, telemetry)
+    kafka = _kafka_rate(settings, url, kafka_name, topic, count, strategy, batch_size, telemetry, workers)
     sql_only = _sql_only_rate(url, sql_name, events, strategy, batch_size)
     return Row(label, count, kafka, sql_only)
 
@@ -190,6 +193,9 @@ def _target(case: str, rows: dict[str, Row]) -> tuple[str, bool | None, float | 
         rate = rows[case].kafka_rate
         toward = min(rate / 15_000, rate / correct / 10)
         return "≥ 15,000/s and ≥ 10× correct", toward >= 1, toward
+    if case == "correct, 8 workers":
+        toward = rows[case].kafka_rate / correct / 3
+        return "≥ 3× correct (one worker)", toward >= 1, toward
     if case == "duplicate path":
         toward = rows[case].kafka_rate / correct / 3
         return "≥ 3× correct", toward >= 1, toward
@@ -209,6 +215,7 @@ def measure(messages: int, batched_messages: int, say: Callable[[str], None] = _
         row.case: row
         for row in (
             _case(settings, url, "correct", n),
+            _case(settings, url, "correct, 8 workers", n, workers=8),
             _case(settings, url, "no_dedup", n, Strategy.NO_DEDUP),
             _case(settings, url, "duplicate path", n, duplicates=True),
             _case(settings, url, "batched 10", b, batch_size=10),

@@ -23,6 +23,7 @@ from .correct_path import acknowledgeable
 from .dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
 from .envelope import Envelope, PoisonMessage, decode
 from .kafka_client import client_config
+from .key_ordered_lanes import KeyOrderedLanes, acknowledged_prefix
 from .outcomes import Outcome
 from .processor import MessageProcessor, TerminalFailure
 from .telemetry import ids
@@ -77,6 +78,11 @@ class _Delivery:
     acknowledged: bool = False
 
 
+def _key(delivery: _Delivery) -> str | bytes:
+    """What orders a delivery: its event's key (the order id), else the Kafka message's key."""
+    return delivery.event.key if delivery.event is not None else (delivery.message.key() or b"")
+
+
 class ConsumerLoop:
     """One consumer group member: its processor, its dead-letter topic, its offsets."""
 
@@ -88,9 +94,13 @@ class ConsumerLoop:
         consumer_factory: Callable[[dict[str, Any]], Consumer] = Consumer,
         on_close: Callable[[], None] = lambda: None,
         between_polls: Callable[[Consumer], None] | None = None,
+        workers: Sequence[MessageProcessor] = (),
     ) -> None:
         self.config = config
         self.processor = processor
+        self.processors = [processor, *workers]
+        """One per worker (CONSUMER_WORKERS), each with its own connection; the first is `processor`."""
+        self._lanes = KeyOrderedLanes(len(self.processors)) if workers else None
         self.dead_letters = dead_letters
         self.name = processor.config.consumer_name
         self._consumer = consumer_factory(
@@ -126,8 +136,11 @@ class ConsumerLoop:
                 if messages:
                     self.handle(messages)
         finally:
+            if self._lanes is not None:
+                self._lanes.close()
             self._consumer.close()
-            self.processor.close()
+            for processor in self.processors:
+                processor.close()
             self._on_close()
 
     def _on_statistics(self, raw: str) -> None:
@@ -198,6 +211,9 @@ class ConsumerLoop:
             return
         oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
         self._oldest_unacknowledged.set(max(0.0, time.time() - oldest))
+        if self._lanes is not None and not self.processor.path.acknowledges_first:
+            self._handle_in_lanes(deliveries)
+            return
         size = self.config.batch_size
         for start in range(0, len(deliveries), size):
             if self._stopping:
@@ -208,6 +224,31 @@ class ConsumerLoop:
         self._oldest_unacknowledged.set(0)
         self._retry_round = 0
 
+    def _handle_in_lanes(self, deliveries: list[_Delivery]) -> None:
+        """One poll's deliveries over the workers: a key's messages in order on one worker, keys in
+        parallel; then each partition's offset is stored at the end of its acknowledged prefix
+        only, and a partition with a gap is sought back to it (what came after it is delivered
+        again, and the markers make it a duplicate)."""
+        assert self._lanes is not None
+        size = self.config.batch_size
+
+        def work(processor: MessageProcessor, lane: list[_Delivery]) -> None:
+            for start in range(0, len(lane), size):
+                if self._stopping or not self._process(processor, lane[start : start + size]):
+                    return  # the rest of this lane waits: a key's later message never overtakes
+
+        self._lanes.run(self.processors, deliveries, work, key=_key)
+        self.processor.faults.hit("after_commit_before_ack")
+        prefix, gaps = acknowledged_prefix([(d.message, d.acknowledged) for d in deliveries])
+        if prefix:
+            self._consumer.store_offsets(offsets=prefix)
+        self.handled += sum(1 for d in deliveries if d.acknowledged)
+        if gaps:
+            self._rewind([d.message for d in deliveries if not d.acknowledged])
+        else:
+            self._oldest_unacknowledged.set(0)
+            self._retry_round = 0
+
     def _handle_transaction(self, deliveries: list[_Delivery]) -> bool:
         """One transaction's worth of deliveries; False when some were left unacknowledged."""
         if self.processor.path.acknowledges_first:
@@ -215,14 +256,23 @@ class ConsumerLoop:
             for delivery in deliveries:
                 self._consumer.store_offsets(message=delivery.message)
             self._consumer.commit(asynchronous=False)
+        done = self._process(self.processor, deliveries)
+        self.processor.faults.hit("after_commit_before_ack")
+        if done:
+            self._acknowledge([delivery.message for delivery in done])
+        self.handled += len(done)
+        return len(done) == len(deliveries)
 
-        self.processor.faults.context = {
+    def _process(self, processor: MessageProcessor, deliveries: list[_Delivery]) -> list[_Delivery]:
+        """Process one transaction's deliveries with `processor` (and dead-letter what failed for
+        good); mark and return the ones that may be acknowledged: committed or dead-lettered."""
+        processor.faults.context = {
             "consumer": self.name,
             "keys": ids([d.event.key for d in deliveries if d.event is not None]),
             "message_ids": ids([d.event.message_id for d in deliveries if d.event is not None]),
         }
         to_process = [d for d in deliveries if d.event is not None]
-        batch = self.processor.process_batch([d.event for d in to_process if d.event is not None])
+        batch = processor.process_batch([d.event for d in to_process if d.event is not None])
         for delivery, result in zip(to_process, batch.results, strict=False):
             delivery.result = result
         if batch.retry_later:
@@ -232,20 +282,15 @@ class ConsumerLoop:
         try:
             for delivery in deliveries:
                 if isinstance(delivery.result, TerminalFailure):
-                    self._dead_letter(delivery, delivery.result)  # acknowledged once confirmed
+                    self._dead_letter(processor, delivery, delivery.result)  # acknowledged once confirmed
                 elif not acknowledgeable(delivery.result):
                     break  # not processed: the database went away
                 done.append(delivery)
         except DeadLetterUnconfirmed as unconfirmed:
             log.error("%s", unconfirmed, extra={"consumer": self.name})
-
-        self.processor.faults.hit("after_commit_before_ack")
-        if done:
-            self._acknowledge([delivery.message for delivery in done])
-            for delivery in done:
-                delivery.acknowledged = True
-        self.handled += len(done)
-        return len(done) == len(deliveries)
+        for delivery in done:
+            delivery.acknowledged = True
+        return done
 
     def _acknowledge(self, messages: Sequence[Message]) -> None:
         """Store the offset after each partition's last message (committed in the background)."""
@@ -256,10 +301,10 @@ class ConsumerLoop:
             offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in next_offsets.items()]
         )
 
-    def _dead_letter(self, delivery: _Delivery, failure: TerminalFailure) -> None:
+    def _dead_letter(self, processor: MessageProcessor, delivery: _Delivery, failure: TerminalFailure) -> None:
         message_id = delivery.event.message_id if delivery.event else None
         self.dead_letters.publish(delivery.message, failure.reason, failure.error_class, failure.error_text, message_id)
-        self.processor.record(
+        processor.record(
             delivery.event,
             Outcome.TERMINAL_FAILURE,
             reason=failure.reason,

@@ -158,7 +158,8 @@ class LabProcess:
         """Switch every member, and store the choice so a restart keeps it."""
         chosen = Strategy(strategy)
         for loop, _ in self.members:
-            loop.processor.switch_strategy(chosen)  # refused unless the process was given the path
+            for processor in loop.processors:  # every worker's
+                processor.switch_strategy(chosen)  # refused unless the process was given the path
         with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
             strategy_store.save(connection, self.consumer_name, chosen)
         self._telemetry.emit("strategy", consumer=self.consumer_name, strategy=chosen.value)
@@ -198,7 +199,8 @@ class LabProcess:
         brings back the configured horizon."""
         horizon = timedelta(seconds=seconds) if seconds is not None else self._configured_horizon
         for loop, _ in self.members:
-            loop.processor.set_dedup_horizon(horizon)
+            for processor in loop.processors:
+                processor.set_dedup_horizon(horizon)
         purged = 0
         if purge and horizon is not None:
             with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:

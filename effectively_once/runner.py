@@ -62,6 +62,10 @@ class ConsumerSettings(ProcessSettings):
     """The Kafka consumer group; unset: the consumer name."""
     DEAD_LETTER_TOPIC: str | None = Field(default=None, min_length=1, max_length=249, pattern=r"^[A-Za-z0-9._-]+$")
     """Where dead letters go; unset: `dlq.{consumer name}`."""
+    CONSUMER_WORKERS: int = Field(default=1, ge=1, le=64)
+    """Workers inside each member, each on its own database connection: one key's messages in
+    order on one worker, different keys in parallel; a partition's offset never passes a message
+    not done (effectively_once/key_ordered_lanes.py)."""
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
     """Members of the consumer group this process runs, each on its own thread, connection and
     partitions. Above 1, a duplicate that reaches two partitions really races."""
@@ -85,33 +89,40 @@ def build(
     faults = faults or FaultPoints()
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
-    # One pooled connection per consumer: the pool replaces a broken one, with backoff.
-    pool = ConnectionPool(
-        settings.DATABASE_URL,
-        min_size=1,
-        max_size=1,
-        timeout=5,
-        open=False,
-        kwargs={"connect_timeout": 5, "application_name": (settings.EO_PROCESS_NAME or consumer_name)[:63]},
-        name=consumer_name,
-    )
-    pool.open(wait=False)
-    processor = MessageProcessor(
-        ProcessorConfig(
-            consumer_name=consumer_name,
-            strategy=settings.CONSUMER_STRATEGY,
-            isolation_level=settings.CONSUMER_ISOLATION_LEVEL,
-            dedup_horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
-            ignored_types=frozenset(ignored_types),
-        ),
-        connect=pool.getconn,
-        release=pool.putconn,
-        handlers=handlers,
-        faults=faults,
-        bulk_handlers=bulk_handlers,
-        telemetry=telemetry,
-        paths=paths,
-    )
+    pools: list[ConnectionPool] = []
+
+    def new_processor() -> MessageProcessor:
+        # One pooled connection per worker: the pool replaces a broken one, with backoff.
+        pool = ConnectionPool(
+            settings.DATABASE_URL,
+            min_size=1,
+            max_size=1,
+            timeout=5,
+            open=False,
+            kwargs={"connect_timeout": 5, "application_name": (settings.EO_PROCESS_NAME or consumer_name)[:63]},
+            name=consumer_name,
+        )
+        pool.open(wait=False)
+        pools.append(pool)
+        return MessageProcessor(
+            ProcessorConfig(
+                consumer_name=consumer_name,
+                strategy=settings.CONSUMER_STRATEGY,
+                isolation_level=settings.CONSUMER_ISOLATION_LEVEL,
+                dedup_horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
+                ignored_types=frozenset(ignored_types),
+            ),
+            connect=pool.getconn,
+            release=pool.putconn,
+            handlers=handlers,
+            faults=faults,
+            bulk_handlers=bulk_handlers,
+            telemetry=telemetry,
+            paths=paths,
+        )
+
+    processor = new_processor()
+    workers = [new_processor() for _ in range(settings.CONSUMER_WORKERS - 1)]
     producer = Producer(
         {
             **client_config(settings.KAFKA_BOOTSTRAP_SERVERS),
@@ -128,7 +139,7 @@ def build(
         group_id=settings.CONSUMER_GROUP,
         kafka=dict(kafka or {}),
     )
-    closers: list[Callable[[], None]] = [pool.close]
+    closers: list[Callable[[], None]] = [pool.close for pool in pools]
     if settings.MARKER_PURGE_INTERVAL_SECONDS > 0:
         purger = MarkerPurger(
             lambda: psycopg.connect(settings.DATABASE_URL, connect_timeout=5),
@@ -143,7 +154,9 @@ def build(
         for close in closers:
             close()
 
-    return ConsumerLoop(loop_config, processor, dead_letters, on_close=close_all, between_polls=between_polls)
+    return ConsumerLoop(
+        loop_config, processor, dead_letters, on_close=close_all, between_polls=between_polls, workers=workers
+    )
 
 
 def stored_strategy(settings: ConsumerSettings, consumer_name: str) -> Strategy:
