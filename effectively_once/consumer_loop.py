@@ -2,7 +2,8 @@
 
 Acknowledging means storing the offset (`enable.auto.offset.store=false`); librdkafka commits
 stored offsets in the background and on close. Nothing is stored for a message until its
-transaction committed or its dead letter was confirmed. On a rebalance, what is stored is
+transaction committed or its dead letter was confirmed, nor past an earlier message of its
+partition that is not (CONSUMER_WORKERS: key_ordered_lanes.py). On a rebalance, what is stored is
 committed before the partitions go (revoke); when partitions are lost, nothing is committed.
 """
 
@@ -193,7 +194,8 @@ class ConsumerLoop:
     # Messages -------------------------------------------------------------------------------
 
     def handle(self, messages: Sequence[Message]) -> None:
-        """Process one poll's messages, a transaction at a time, acknowledging after each."""
+        """Process one poll's messages, a transaction at a time, acknowledging after each; with
+        workers, over the key-ordered lanes, acknowledging each partition's done prefix after all."""
         deliveries: list[_Delivery] = []
         for message in messages:
             error = message.error()

@@ -14,7 +14,7 @@ the retry policy's maximum age): that one is listed as retrying.
 from __future__ import annotations
 
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -92,24 +92,31 @@ def audit(
     return verdict
 
 
+STOCK_WITH_RESERVATIONS = """
+SELECT s.sku, s.initial, s.available, s.reserved, s.sold,
+       coalesce(sum(r.quantity) FILTER (WHERE r.status = 'reserved'), 0),
+       coalesce(sum(r.quantity) FILTER (WHERE r.status = 'sold'), 0)
+  FROM stock s LEFT JOIN reservation r ON r.sku = s.sku
+ GROUP BY s.sku, s.initial, s.available, s.reserved, s.sold
+"""
+"""Stock and its reservations in one statement, so in one snapshot: read in two, a sale committed
+between them (inventory still working through payment events) would look like a mismatch."""
+
+
 def _stock(query: Query, verdict: Verdict) -> None:
     """available + reserved + sold = initial; reserved and sold agree with the reservations."""
-    held: dict[tuple[str, str], int] = defaultdict(int)
-    for sku, status, quantity in query("inventory", "SELECT sku, status, sum(quantity) FROM reservation GROUP BY 1, 2"):
-        held[(sku, status)] = int(quantity)
-    rows = query("inventory", "SELECT sku, initial, available, reserved, sold FROM stock")
+    rows = query("inventory", STOCK_WITH_RESERVATIONS)
     verdict.checks["stock conserved"] = len(rows)
-    for sku, initial, available, reserved, sold in rows:
+    for sku, initial, available, reserved, sold, held_reserved, held_sold in rows:
         if available + reserved + sold != initial:
             verdict.flag(
                 "stock conserved", sku, f"available {available} + reserved {reserved} + sold {sold} ≠ initial {initial}"
             )
-        if reserved != held[(sku, "reserved")] or sold != held[(sku, "sold")]:
+        if reserved != held_reserved or sold != held_sold:
             verdict.flag(
                 "stock matches its reservations",
                 sku,
-                f"stock says reserved {reserved}, sold {sold}; reservations say "
-                f"{held[(sku, 'reserved')]}, {held[(sku, 'sold')]}",
+                f"stock says reserved {reserved}, sold {sold}; reservations say {held_reserved}, {held_sold}",
             )
 
 
@@ -238,47 +245,16 @@ def _markers_and_effects(query: Query, verdict: Verdict, lost_after: timedelta) 
     placed = _events(query, "orders", contract.ORDER_PLACED)
     reserved = _events(query, "inventory", contract.INVENTORY_RESERVED)
     authorized = _events(query, "payment", contract.PAYMENT_AUTHORIZED)
-    decided = {
-        row[0]
-        for row in query(
-            "inventory",
-            f"""
-        SELECT aggregate_key FROM outbox WHERE event_type IN
-            ('{contract.INVENTORY_RESERVED}', '{contract.INVENTORY_RESERVATION_FAILED}')""",
-        )
-    }
+    decided = f"""SELECT aggregate_key FROM outbox WHERE event_type IN
+        ('{contract.INVENTORY_RESERVED}', '{contract.INVENTORY_RESERVATION_FAILED}')"""
     pairs = (
         ("inventory", "inventory-reservation-v1", placed, decided),
-        (
-            "payment",
-            "payment-authorization-v1",
-            reserved,
-            {row[0] for row in query("payment", "SELECT order_id FROM payment_attempt")},
-        ),
-        (
-            "notification",
-            "notification-dispatch-v1",
-            authorized,
-            {row[0] for row in query("notification", "SELECT order_id FROM notification")},
-        ),
-        (
-            "notification",
-            "sales-projection-v1",
-            authorized,
-            {row[0] for row in query("notification", "SELECT order_id FROM sales_projection")},
-        ),
+        ("payment", "payment-authorization-v1", reserved, "SELECT order_id FROM payment_attempt"),
+        ("notification", "notification-dispatch-v1", authorized, "SELECT order_id FROM notification"),
+        ("notification", "sales-projection-v1", authorized, "SELECT order_id FROM sales_projection"),
     )
-    for service, consumer, events, effects in pairs:
-        marked = {
-            row[0]
-            for row in query(
-                service,
-                f"""
-            SELECT message_id FROM processed_message WHERE consumer_name = '{consumer}'""",
-            )
-        }
-        purged = query(service, f"SELECT purged_through FROM marker_retention WHERE consumer_name = '{consumer}'")
-        purged_through = purged[0][0] if purged else None
+    for service, consumer, events, effects_sql in pairs:
+        marked, effects, purged_through = _markers_with_effects(query, service, consumer, effects_sql)
         invariant = f"{consumer}: every marker has its effect and every effect its marker"
         verdict.checks[invariant] = len(events)
         orders_marked = {events[m][0] for m in marked if m in events}
@@ -294,6 +270,25 @@ def _markers_and_effects(query: Query, verdict: Verdict, lost_after: timedelta) 
         cutoff = datetime.now(UTC) - lost_after
         for order_id in sorted({o for o, written in events.values() if written < cutoff} - effects):
             verdict.flag(reached, order_id, f"its event is older than {lost_after} and {consumer} has no effect of it")
+
+
+def _markers_with_effects(
+    query: Query, service: str, consumer: str, effects_sql: str
+) -> tuple[set[str], set[str], datetime | None]:
+    """A consumer's markers, its business effects and how far its markers were purged, read in one
+    statement, so in one snapshot: read one after the other, a message committed in between would
+    show a marker without its effect (or the other way round) that is not there."""
+    rows = query(
+        service,
+        f"""SELECT 'marker', message_id::text, NULL::timestamptz FROM processed_message
+             WHERE consumer_name = '{consumer}'
+            UNION ALL SELECT 'effect', effect::text, NULL FROM ({effects_sql}) AS effects (effect)
+            UNION ALL SELECT 'purged', NULL, purged_through FROM marker_retention WHERE consumer_name = '{consumer}'""",
+    )
+    marked = {row[1] for row in rows if row[0] == "marker"}
+    effects = {row[1] for row in rows if row[0] == "effect"}
+    purged = [row[2] for row in rows if row[0] == "purged"]
+    return marked, effects, purged[0] if purged else None
 
 
 def _outboxes_published(query: Query, verdict: Verdict, after: timedelta) -> None:
