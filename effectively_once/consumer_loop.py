@@ -236,7 +236,8 @@ class ConsumerLoop:
 
         def work(processor: MessageProcessor, lane: list[_Delivery]) -> None:
             for start in range(0, len(lane), size):
-                if self._stopping or not self._process(processor, lane[start : start + size]):
+                chunk = lane[start : start + size]
+                if self._stopping or len(self._process(processor, chunk)) < len(chunk):
                     return  # the rest of this lane waits: a key's later message never overtakes
 
         self._lanes.run(self.processors, deliveries, work, key=_key)

@@ -79,11 +79,14 @@ class Recorder:
         return handle
 
 
-def _loop(settings: Settings, db: str, name: str, topic: str, recorder: Recorder, workers: int) -> ConsumerLoop:
+def _loop(
+    settings: Settings, db: str, name: str, topic: str, recorder: Recorder, workers: int, batch_size: int = 1
+) -> ConsumerLoop:
     consumer_settings = runner.ConsumerSettings(
         DATABASE_URL=db,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
         CONSUMER_WORKERS=workers,
+        CONSUMER_BATCH_SIZE=batch_size,
         MARKER_PURGE_INTERVAL_SECONDS=0,
         TELEMETRY_TOPIC="",
     )
@@ -139,14 +142,16 @@ def _run(loop: ConsumerLoop, until: Callable[[], bool], timeout: float = 90) -> 
     assert until(), "the consumer did not get there in time"
 
 
+@pytest.mark.parametrize("batch_size", [1, 10], ids=["a transaction per message", "batches of 10"])
 def test_eight_workers_apply_each_keys_messages_in_order_and_different_keys_at_once(
-    settings: Settings, steps_db: str
+    settings: Settings, steps_db: str, batch_size: int
 ) -> None:
     name, topic = f"workers-order-{uuid.uuid4().hex[:8]}", _new_topic(settings, 3)
     events = _events(keys=24, steps=12)
     _publish(settings, topic, events)
     recorder = Recorder(name, seed=8)
-    _run(_loop(settings, steps_db, name, topic, recorder, workers=8), lambda: _applied(steps_db, name) >= len(events))
+    loop = _loop(settings, steps_db, name, topic, recorder, workers=8, batch_size=batch_size)
+    _run(loop, lambda: _applied(steps_db, name) >= len(events))
     applied = _steps(steps_db, name)
     assert len(applied) == 24
     assert all(steps == list(range(12)) for steps in applied.values()), applied
