@@ -22,7 +22,7 @@ from services.chaos_panel.telemetry_store import read_telemetry
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import database
-from soak import checker, history, schedule
+from soak import checker, consumer_lag, history, schedule
 from soak.schedule import Step
 
 FINAL = ("CONFIRMED", "REJECTED", "CANCELLED")
@@ -242,7 +242,8 @@ class Soak:
         sys.stdout.flush()
 
     def _wait_quiet(self, timeout: float) -> int:
-        """Until no order is in flight and every outbox is published, three checks in a row."""
+        """Until no order is in flight, every outbox is published and every consumer group has
+        consumed every event, three checks in a row."""
         deadline, calm = time.monotonic() + timeout, 0
         in_flight = 0
         while time.monotonic() < deadline and calm < 3:
@@ -259,9 +260,13 @@ class Soak:
                 calm = 0
                 time.sleep(1)
                 continue
-            calm = calm + 1 if in_flight == 0 and unpublished == 0 else 0
+            behind = consumer_lag.unconsumed(self.settings.kafka_bootstrap_servers) if in_flight == 0 else -1
+            calm = calm + 1 if in_flight == 0 and unpublished == 0 and behind == 0 else 0
             if calm == 0 and int(deadline - time.monotonic()) % 10 == 0:
-                self.say(f"soak: {in_flight} orders in flight, {unpublished} outbox rows unpublished")
+                self.say(
+                    f"soak: {in_flight} orders in flight, {unpublished} outbox rows unpublished"
+                    + (f", {behind} events not yet consumed" if behind > 0 else "")
+                )
             time.sleep(1)
         return in_flight
 
