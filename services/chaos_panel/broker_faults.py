@@ -7,8 +7,9 @@ from typing import Any
 
 import httpx
 
-from services.chaos_panel.control_plane import ControlError
+from services.chaos_panel.control_plane import ControlError, call
 
+SERVICE = "the Kafka nodes' control endpoint"
 NOT_AVAILABLE = (
     "broker faults need the Kafka nodes' control endpoint, which the native launcher runs (`make up`); "
     "with docker-compose, stop or pause the kafka containers by hand"
@@ -29,12 +30,9 @@ class BrokerFaults:
         if not self.available:
             return {"nodes": [], "error": NOT_AVAILABLE}
         try:
-            answer = self._client.get(f"{self.url}/nodes")
-        except httpx.HTTPError as error:
-            return {"nodes": [], "error": f"the Kafka nodes' control endpoint does not answer ({type(error).__name__})"}
-        if answer.status_code != 200:
-            return {"nodes": [], "error": _detail(answer)}
-        return dict(answer.json())
+            return dict(call(self._client, "GET", SERVICE, f"{self.url}/nodes"))
+        except ControlError as error:
+            return {"nodes": [], "error": str(error)}
 
     def kill_leader(self, topic: str, partition: int) -> str:
         return self._act("/kill-leader", {"topic": topic, "partition": partition})
@@ -48,23 +46,7 @@ class BrokerFaults:
     def _act(self, path: str, body: dict[str, Any]) -> str:
         if not self.available:
             raise ControlError(NOT_AVAILABLE, 409)
-        try:
-            answer = self._client.post(f"{self.url}{path}", json=body)
-        except httpx.HTTPError as error:
-            raise ControlError(f"the Kafka nodes' control endpoint does not answer ({type(error).__name__})") from error
-        if answer.status_code != 200:
-            raise ControlError(_detail(answer), answer.status_code if answer.status_code < 500 else 503)
-        return str(answer.json()["fault"])
+        return str(call(self._client, "POST", SERVICE, f"{self.url}{path}", json=body)["fault"])
 
     def close(self) -> None:
         self._client.close()
-
-
-def _detail(answer: httpx.Response) -> str:
-    try:
-        detail = answer.json().get("detail")
-    except ValueError:
-        detail = None
-    if isinstance(detail, list):  # a validation error: name the field
-        detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])[1:]))}: {d.get('msg')}" for d in detail)
-    return f"the Kafka nodes refused ({answer.status_code}): {detail or answer.text[:200]}"

@@ -27,6 +27,26 @@ class ControlError(Exception):
         self.status = status
 
 
+def call(client: httpx.Client, method: str, service: str, url: str, timeout: float | None = None, **kwargs: Any) -> Any:
+    """`service` answering `method url` with JSON, or a ControlError naming it: 503 when it does
+    not answer or fails, its own 4xx when it refuses."""
+    try:
+        response = client.request(method, url, timeout=timeout or client.timeout, **kwargs)
+    except httpx.HTTPError as error:
+        raise ControlError(
+            f"{service} does not answer ({type(error).__name__} at {url}): is it running?", 503
+        ) from error
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"error": response.text[:200]}
+    if response.status_code >= 400:
+        detail = (body.get("error") or body.get("detail")) if isinstance(body, dict) else body
+        status = response.status_code if response.status_code < 500 else 503
+        raise ControlError(f"{service} answered HTTP {response.status_code}: {str(detail)[:300]}", status)
+    return body
+
+
 EXECUTORS = ("payment-executor", "notification-dispatcher")
 """The processes that hold pending work, and so parked work (GET /parked, POST /redrive)."""
 
@@ -105,22 +125,7 @@ class ControlPlane:
         return url
 
     def _call(self, method: str, service: str, url: str, timeout: float | None = None, **kwargs: Any) -> Any:
-        """`service` answering `method url`, or a ControlError naming it."""
-        try:
-            response = self._client.request(method, url, timeout=timeout or self._client.timeout, **kwargs)
-        except httpx.HTTPError as error:
-            raise ControlError(
-                f"{service} does not answer ({type(error).__name__} at {url}): is it running?", 503
-            ) from error
-        try:
-            body = response.json()
-        except ValueError:
-            body = {"error": response.text[:200]}
-        if response.status_code >= 400:
-            detail = (body.get("error") or body.get("detail")) if isinstance(body, dict) else body
-            status = response.status_code if response.status_code < 500 else 503
-            raise ControlError(f"{service} answered HTTP {response.status_code}: {str(detail)[:300]}", status)
-        return body
+        return call(self._client, method, service, url, timeout, **kwargs)
 
     # What runs ----------------------------------------------------------------------------------
 
