@@ -5,6 +5,8 @@ stored offsets in the background and on close. Nothing is stored for a message u
 transaction committed or its dead letter was confirmed, nor past an earlier message of its
 partition that is not (CONSUMER_WORKERS: key_ordered_lanes.py). On a rebalance, what is stored is
 committed before the partitions go (revoke); when partitions are lost, nothing is committed.
+With cooperative-sticky assignment (the default) a rebalance revokes only the partitions that move;
+librdkafka assigns and unassigns them incrementally after these callbacks return.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ class LoopConfig:
     """The consumer group; None: the consumer name (one group per consumer)."""
     poll_timeout_seconds: float = 0.5
     retry_backoff_cap_seconds: float = 5.0
+    assignment: str = "cooperative-sticky"
+    """librdkafka's `partition.assignment.strategy`. Cooperative-sticky: a rebalance moves only the
+    partitions that change owner, and the others go on being consumed meanwhile. "range,roundrobin"
+    (eager) for a group shared with a client that has no cooperative protocol (kafkajs)."""
     kafka: dict[str, Any] = field(default_factory=dict)
     """Extra librdkafka settings."""
 
@@ -59,6 +65,7 @@ class LoopConfig:
             "auto.offset.reset": "earliest",
             "session.timeout.ms": 6000,
             "heartbeat.interval.ms": 1000,
+            "partition.assignment.strategy": self.assignment,
         }
         if self.instance_id:
             settings["group.instance.id"] = self.instance_id

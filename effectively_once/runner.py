@@ -66,6 +66,10 @@ class ConsumerSettings(ProcessSettings):
     """Workers inside each member, each on its own database connection: one key's messages in
     order on one worker, different keys in parallel; a partition's offset never passes a message
     not done (effectively_once/key_ordered_lanes.py)."""
+    CONSUMER_ASSIGNMENT: Literal["cooperative-sticky", "range,roundrobin"] = "cooperative-sticky"
+    """How a group's partitions are shared: cooperative-sticky moves only the partitions that change
+    owner; "range,roundrobin" (eager) lets the group take members of a client without the
+    cooperative protocol (the TypeScript inventory consumer's kafkajs)."""
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
     """Members of the consumer group this process runs, each on its own thread, connection and
     partitions. Above 1, a duplicate that reaches two partitions really races."""
@@ -137,6 +141,7 @@ def build(
         batch_size=settings.CONSUMER_BATCH_SIZE,
         instance_id=settings.EO_INSTANCE_ID,
         group_id=settings.CONSUMER_GROUP,
+        assignment=settings.CONSUMER_ASSIGNMENT,
         kafka=dict(kafka or {}),
     )
     closers: list[Callable[[], None]] = [pool.close for pool in pools]

@@ -254,6 +254,7 @@ def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
             "group.id": name,
             "group.instance.id": instance,
             "session.timeout.ms": 6000,
+            "partition.assignment.strategy": loop.config.assignment,  # as the restarted process's
         }
     )
     usurper.subscribe([topics.events])

@@ -61,7 +61,13 @@ def test_a_fenced_static_member_ends_its_process(runtime_db: str, settings: Sett
         process.wait_acknowledged(1)
         [instance] = _instance_ids(servers, group)
         usurper = Consumer(
-            {**client_config(servers), "group.id": group, "group.instance.id": instance, "session.timeout.ms": 6000}
+            {
+                **client_config(servers),
+                "group.id": group,
+                "group.instance.id": instance,
+                "session.timeout.ms": 6000,
+                "partition.assignment.strategy": "cooperative-sticky",  # both implementations offer it
+            }
         )
         usurper.subscribe([topics.events])
         deadline = time.monotonic() + 90

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Literal
 
 import psycopg
 import pytest
@@ -80,9 +81,17 @@ class Recorder:
 
 
 def _loop(
-    settings: Settings, db: str, name: str, topic: str, recorder: Recorder, workers: int, batch_size: int = 1
+    settings: Settings,
+    db: str,
+    name: str,
+    topic: str,
+    recorder: Recorder,
+    workers: int,
+    batch_size: int = 1,
+    assignment: Literal["cooperative-sticky", "range,roundrobin"] = "cooperative-sticky",
 ) -> ConsumerLoop:
     consumer_settings = runner.ConsumerSettings(
+        CONSUMER_ASSIGNMENT=assignment,
         DATABASE_URL=db,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
         CONSUMER_WORKERS=workers,
@@ -257,3 +266,65 @@ def _counter(name: str, outcome: str) -> float:
                 ):
                     total += sample.value
     return total
+
+
+@pytest.mark.parametrize(
+    ("assignment", "keeps_partitions"),
+    [("cooperative-sticky", True), ("range,roundrobin", False)],
+    ids=["cooperative-sticky: only what moves is revoked", "eager: everything is revoked"],
+)
+def test_a_joining_member_takes_only_the_partitions_that_move(
+    settings: Settings,
+    steps_db: str,
+    assignment: Literal["cooperative-sticky", "range,roundrobin"],
+    keeps_partitions: bool,
+) -> None:
+    """Cooperative-sticky (CONSUMER_ASSIGNMENT's default): when a second member joins, the first
+    gives up only the partitions the second takes and goes on with the rest; eager assignment
+    revokes every partition from every member first. Either way nothing is lost or doubled."""
+    name, topic = f"workers-sticky-{uuid.uuid4().hex[:8]}", _new_topic(settings, 4)
+    events = _events(keys=20, steps=6)
+    recorder = Recorder(name, seed=5, most_seconds=0)
+    members = [_loop(settings, steps_db, name, topic, recorder, workers=2, assignment=assignment) for _ in range(2)]
+    revoked: list[set[int]] = [set(), set()]
+    assigned: list[set[int]] = [set(), set()]
+    for index, member in enumerate(members):
+        on_revoke = member._on_revoke
+
+        def recording(
+            consumer: Consumer,
+            partitions: list[TopicPartition],
+            index: int = index,
+            on_revoke: Callable[[Consumer, list[TopicPartition]], None] = on_revoke,
+        ) -> None:
+            revoked[index] |= {partition.partition for partition in partitions}
+            on_revoke(consumer, partitions)
+
+        member._on_revoke = recording  # type: ignore[method-assign]
+
+        def watching(consumer: Consumer, index: int = index) -> None:
+            assigned[index] = {partition.partition for partition in consumer.assignment()}
+
+        member.between_polls = watching
+    done = threading.Event()
+    threads = [threading.Thread(target=member.run, kwargs={"until": done.is_set}) for member in members]
+    try:
+        threads[0].start()
+        _publish(settings, topic, events[: len(events) // 2])
+        wait_for(lambda: assigned[0] == {0, 1, 2, 3}, 60, "the first member to hold every partition")
+        threads[1].start()
+        wait_for(lambda: len(assigned[1]) == 2 and len(assigned[0]) == 2, 60, "the partitions to be shared")
+        _publish(settings, topic, events[len(events) // 2 :])
+        wait_for(lambda: _applied(steps_db, name) >= len(events), 120, "every message to be applied")
+        revoked_while_joining = set(revoked[0])  # closing revokes the rest
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(60)
+    if keeps_partitions:
+        assert revoked_while_joining == assigned[1], f"revoked {revoked_while_joining}, moved {assigned[1]}"
+    else:
+        assert revoked_while_joining == {0, 1, 2, 3}
+    applied = _steps(steps_db, name)
+    assert len(applied) == 20
+    assert all(steps == list(range(6)) for steps in applied.values()), applied
