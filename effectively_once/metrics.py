@@ -46,6 +46,23 @@ OLDEST_UNACKNOWLEDGED_SECONDS = Gauge(
     ["consumer"],
 )
 
+DEDUP_HORIZON_SECONDS = Gauge(
+    "eo_dedup_horizon_seconds", "The marker retention this consumer runs with (DEDUP_HORIZON_DAYS).", ["consumer"]
+)
+SAFE_HORIZON_SECONDS = Gauge(
+    "eo_safe_horizon_seconds",
+    "The shortest safe marker retention: the longest time a message can still come back (+Inf: no limit).",
+    ["consumer"],
+)
+OLDEST_DEAD_LETTER_SECONDS = Gauge(
+    "eo_oldest_dead_letter_seconds", "Age of the oldest message on this consumer's dead-letter topic.", ["consumer"]
+)
+MARKER_PURGE_REFUSED = Gauge(
+    "eo_marker_purge_refused",
+    "1 while the marker purge refuses to run: the retention is shorter than the safe horizon, or unknown.",
+    ["consumer"],
+)
+
 
 RETRY_CAUSES = ("SerializationFailure", "DeadlockDetected", "handler_error", "batch_fallback")
 DEAD_LETTER_REASONS = ("handler_failed", "transaction_retries_exhausted", "unknown_type", "undecodable", "oversized")

@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Literal
 
@@ -31,7 +31,9 @@ from .marker_stats import MarkerTableCollector
 from .outcomes import Strategy
 from .process import ProcessSettings, load, serve, start, stop_on_signals
 from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig
+from .redelivery_windows import read_windows
 from .retention import MarkerPurger
+from .safe_horizon import Verdict, Window, verdict
 from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,12 @@ def build(
     telemetry: Telemetry | None = None,
     paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
     between_polls: Callable[[Consumer], None] | None = None,
+    windows: Sequence[Window] = (),
 ) -> ConsumerLoop:
-    """A ready consumer loop; nothing connects until it runs."""
+    """A ready consumer loop; nothing connects until it runs.
+
+    `windows`: how long a message may come back through ways Kafka cannot show (a remote side's
+    idempotency-key lifetime); the marker purge weighs them with what Kafka shows."""
     faults = faults or FaultPoints()
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
@@ -146,11 +152,19 @@ def build(
     )
     closers: list[Callable[[], None]] = [pool.close for pool in pools]
     if settings.MARKER_PURGE_INTERVAL_SECONDS > 0:
+        dead_letter_topic_name = dead_letters.topic
+
+        def weigh(horizon: timedelta) -> Verdict:
+            group = settings.CONSUMER_GROUP or consumer_name
+            seen = read_windows(settings.KAFKA_BOOTSTRAP_SERVERS, group, topics, dead_letter_topic_name)
+            return verdict(horizon, [*seen, *windows])
+
         purger = MarkerPurger(
             lambda: psycopg.connect(settings.DATABASE_URL, connect_timeout=5),
             consumer_name,
             horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
             interval=timedelta(seconds=settings.MARKER_PURGE_INTERVAL_SECONDS),
+            check=weigh,
         )
         purger.start()
         closers.insert(0, purger.stop)
@@ -185,6 +199,7 @@ def run(
     ignored_types: Iterable[str] = (),
     paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
     lab: bool = False,
+    windows: Sequence[Window] = (),
 ) -> None:
     """Run a consumer process (CONSUMER_MEMBERS group members) until SIGTERM or SIGINT.
 
@@ -193,7 +208,7 @@ def run(
 
     `paths` adds strategies beyond the correct one (teaching.TEACHING_PATHS); `lab` gives each
     member the lab controls (rewind, hold, horizon, strategy) on the control endpoint. Neither is
-    for production."""
+    for production. `windows` are redelivery windows Kafka cannot show (build() says more)."""
     settings = settings or load(ConsumerSettings)
     consumer_name = settings.CONSUMER_NAME or consumer_name
     topics = tuple(settings.CONSUMER_TOPICS.split(",")) if settings.CONSUMER_TOPICS else topics
@@ -226,6 +241,7 @@ def run(
             telemetry=telemetry,
             paths=paths,
             between_polls=controls,
+            windows=windows,
         )
         loops.append(loop)
         if controls is not None:

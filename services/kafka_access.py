@@ -1,5 +1,8 @@
 """Who may do what on Kafka: one principal per process, and the ACLs each is given.
 
+A consumer may also read its topics' configuration and its own dead letters: its marker purge
+weighs their retention and its oldest dead letter (effectively_once/redelivery_windows.py).
+
 The broker allows nothing that is not listed here (`allow.everyone.if.no.acl.found=false`), just
 as each service database role may touch only its own tables. No I/O here: the launcher turns these
 grants into SCRAM users and ACLs, docs/kafka-principals.md lists them.
@@ -55,9 +58,9 @@ def _consumer_principals() -> tuple[Principal, ...]:
         Principal(
             consumer.name,
             (
-                *(Grant("topic", topic, ("READ", "DESCRIBE")) for topic in consumer.topics),
+                *(Grant("topic", topic, ("READ", "DESCRIBE", "DESCRIBE_CONFIGS")) for topic in consumer.topics),
                 Grant("group", consumer.name, ("READ", "DESCRIBE"), prefixed=True),
-                Grant("topic", consumer.dead_letter_topic, ("WRITE", "DESCRIBE")),
+                Grant("topic", consumer.dead_letter_topic, ("WRITE", "READ", "DESCRIBE")),
                 _telemetry(),
             ),
             (programs[consumer.name],),
@@ -78,7 +81,7 @@ PRINCIPALS: tuple[Principal, ...] = (
     Principal(
         OPERATOR,
         (
-            *(Grant("topic", topic, ("READ", "WRITE", "DESCRIBE")) for topic in all_topics()),
+            *(Grant("topic", topic, ("READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")) for topic in all_topics()),
             Grant("group", "*", ("READ", "DESCRIBE")),
             Grant("cluster", "kafka-cluster", ("DESCRIBE",)),
         ),

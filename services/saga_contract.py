@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -126,3 +127,7 @@ PAYMENT_METHOD_OK = "pm_card_visa"
 PAYMENT_METHOD_DECLINED = "pm_card_declined"
 PAYMENT_METHODS = (PAYMENT_METHOD_OK, PAYMENT_METHOD_DECLINED)
 """Test payment methods the provider sandbox understands, after the fashion of Stripe's."""
+PROVIDER_KEY_LIFETIME = timedelta(hours=24)
+"""How long the payment provider keeps an idempotency key (a charge's key, for ever). A charge can be
+retried for that long, so the payment consumer counts it as a redelivery window: its markers are
+kept at least as long, and a redelivery inside it is absorbed by the marker, not by the provider alone."""

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from services import http_front_door
 from services.payment_provider.faults import FaultState, ProviderFaults
-from services.saga_contract import PAYMENT_METHOD_DECLINED
+from services.saga_contract import PAYMENT_METHOD_DECLINED, PROVIDER_KEY_LIFETIME
 from services.saga_fields import MAX_KEY_LENGTH, AmountCents, OrderId, PaymentMethodId, idempotency_key_problem
 
 REQUESTS = Counter("eo_provider_requests", "Charge requests, by what became of them.", ["result"])
@@ -252,14 +252,15 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 async def _purge_expired_keys(pool: AsyncConnectionPool) -> None:
-    """Keys are kept 24 hours; a charge keeps its key for the ledger's sake."""
+    """Keys are kept PROVIDER_KEY_LIFETIME (24 hours); a charge keeps its key for the ledger's sake."""
     while True:
         await asyncio.sleep(600)
         try:
             async with pool.connection() as connection:
                 await connection.execute(
-                    """DELETE FROM idempotency_key k WHERE created_at < now() - interval '24 hours'
-                        AND NOT EXISTS (SELECT 1 FROM charge c WHERE c.idempotency_key = k.key)"""
+                    """DELETE FROM idempotency_key k WHERE created_at < now() - %s
+                        AND NOT EXISTS (SELECT 1 FROM charge c WHERE c.idempotency_key = k.key)""",
+                    (PROVIDER_KEY_LIFETIME,),
                 )
         except Exception:  # the next round tries again
             continue

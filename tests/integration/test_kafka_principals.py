@@ -22,6 +22,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import KafkaPrincipal, client_config
+from effectively_once.redelivery_windows import read_windows
+from effectively_once.safe_horizon import OLDEST_UNACKNOWLEDGED, TOPIC_RETENTION
 from infra.launcher.kafka_broker import admin_client
 from infra.launcher.kafka_principals import EVERY_ACL, acl_key, bindings, ensure_principals
 from services.kafka_access import OPERATOR, PRINCIPALS, RELAY, Principal
@@ -112,7 +114,7 @@ def test_each_principal_is_refused_every_topic_it_was_not_granted(enforcing: Set
 def test_a_consumer_principal_may_not_read_what_it_does_not_consume(
     enforcing: Settings, consumer: TopologyConsumer
 ) -> None:
-    other = next(topic for topic in all_topics() if topic not in consumer.topics)
+    other = next(topic for topic in all_topics() if topic not in (*consumer.topics, consumer.dead_letter_topic))
     reader = Consumer(
         client_config(
             enforcing.kafka_bootstrap_servers,
@@ -129,6 +131,24 @@ def test_a_consumer_principal_may_not_read_what_it_does_not_consume(
         assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("consumer", CONSUMERS, ids=lambda c: c.name)
+def test_a_consumer_principal_may_read_what_its_marker_purge_weighs(
+    enforcing: Settings, consumer: TopologyConsumer
+) -> None:
+    """Its topics' retention, its group's committed offsets and its own dead letters: the purge's
+    safety check runs as the consumer itself."""
+    windows = read_windows(
+        enforcing.kafka_bootstrap_servers,
+        consumer.name,
+        consumer.topics,
+        consumer.dead_letter_topic,
+        principal=enforcing.kafka_principal(consumer.name),
+    )
+    retained = [window.detail for window in windows if window.source == TOPIC_RETENTION]
+    assert retained == list(consumer.topics)
+    assert any(window.source == OLDEST_UNACKNOWLEDGED for window in windows)
 
 
 def test_the_launcher_takes_back_an_acl_no_longer_granted_and_restores_one_removed(enforcing: Settings) -> None:
