@@ -1,6 +1,8 @@
-"""The runtime's console commands: `effectively-once-migrate` and `effectively-once-purge`
-(`effectively-once-relay` is relay/run.py). Each reads DATABASE_URL when no URL is given, says
-what it did line by line, and exits 2 with the reason on bad input or an unreachable database.
+"""The runtime's console commands: `effectively-once-migrate`, `effectively-once-purge` and
+`effectively-once-horizon` (`effectively-once-relay` is relay/run.py). Each reads DATABASE_URL
+(and KAFKA_BOOTSTRAP_SERVERS) when none is given, says what it did line by line, and exits 2 with
+the reason on bad input or an unreachable database or broker; the horizon check and a purge it
+refuses exit 1.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from pathlib import Path
 import psycopg
 
 from . import schema
+from .redelivery_windows import read_windows
 from .relay.claim import purge_published
 from .retention import purge_markers
+from .safe_horizon import HorizonUnknown, Verdict, Window, duration, verdict
 
 
 def _database_url(given: str | None) -> str:
@@ -37,6 +41,69 @@ def _positive(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
     return value
+
+
+def _window(text: str) -> Window:
+    name, sep, hours = text.partition("=")
+    try:
+        return Window(name, _positive(hours) * 3600, "given") if sep and name else _not_a_window(text)
+    except argparse.ArgumentTypeError:
+        return _not_a_window(text)
+
+
+def _not_a_window(text: str) -> Window:
+    raise argparse.ArgumentTypeError(f"{text!r} is not NAME=HOURS (e.g. provider-keys=24)")
+
+
+def _kafka_arguments(parser: argparse.ArgumentParser) -> None:
+    kafka = parser.add_argument_group("what could still be delivered again (read from Kafka)")
+    kafka.add_argument("--topic", action="append", default=[], help="a topic the consumer reads (repeatable)")
+    kafka.add_argument("--group", help="its consumer group (default: the consumer's name)")
+    kafka.add_argument("--dead-letter-topic", help="its dead-letter topic (default: dlq.CONSUMER)")
+    kafka.add_argument("--bootstrap-servers", help="default: KAFKA_BOOTSTRAP_SERVERS (and KAFKA_USERNAME/PASSWORD)")
+    kafka.add_argument(
+        "--window", action="append", type=_window, default=[], metavar="NAME=HOURS",
+        help="a redelivery window Kafka cannot show, such as a remote side's key lifetime (repeatable)",
+    )  # fmt: skip
+
+
+def _weigh(args: argparse.Namespace, consumer: str, horizon: timedelta) -> Verdict:
+    servers = args.bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")
+    if not servers:
+        raise SystemExit("effectively-once: give --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS")
+    dead_letters = args.dead_letter_topic or f"dlq.{consumer}"
+    try:
+        windows = read_windows(servers, args.group or consumer, tuple(args.topic), dead_letters)
+    except HorizonUnknown as error:
+        raise SystemExit(f"effectively-once: could not read what could be delivered again: {error}") from error
+    return verdict(horizon, [*windows, *args.window])
+
+
+def _print_verdict(consumer: str, judged: Verdict) -> None:
+    print(f"redelivery windows for {consumer}:")
+    for window in judged.windows:
+        where = f" ({window.detail})" if window.detail else ""
+        print(f"  {window.source + where:<56} {'no limit' if window.seconds is None else duration(window.seconds)}")
+    print(("safe: " if judged.safe else "UNSAFE: ") + judged.reason())
+
+
+def horizon_main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="effectively-once-horizon",
+        description="Compute the shortest safe marker retention for one consumer from what could still be "
+        "delivered again (its topics' retention, its oldest unacknowledged message, its oldest dead letter, "
+        "and any --window) and compare the configured one; exit 1 when it is shorter.",
+    )
+    parser.add_argument("--consumer", required=True, help="the consumer's name (CONSUMER_NAME)")
+    parser.add_argument("--horizon-days", type=_positive, default=30.0, help="the retention it runs with")
+    _kafka_arguments(parser)
+    args = parser.parse_args(argv)
+    if not args.topic:
+        parser.error("give at least one --topic the consumer reads")
+    judged = _weigh(args, args.consumer, timedelta(days=args.horizon_days))
+    _print_verdict(args.consumer, judged)
+    if not judged.safe:
+        raise SystemExit(1)
 
 
 def migrate_main(argv: Sequence[str] | None = None) -> None:
@@ -82,8 +149,18 @@ def purge_main(argv: Sequence[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument("--outbox-hours", type=_positive, default=24.0, help="published outbox rows older than this go")
     parser.add_argument("--no-outbox", action="store_true", help="leave the outbox alone")
+    _kafka_arguments(parser)
     args = parser.parse_args(argv)
     horizon = timedelta(days=args.horizon_days)
+    if args.topic:
+        if len(args.consumer) != 1:
+            parser.error("--topic weighs one consumer's horizon: give exactly one --consumer with it")
+        judged = _weigh(args, args.consumer[0], horizon)
+        _print_verdict(args.consumer[0], judged)
+        if not judged.safe:
+            raise SystemExit("effectively-once-purge: refused, nothing purged: the retention is not safe")
+    else:
+        print("not weighed against what could still be delivered again (give --topic to weigh it first)")
     try:
         with psycopg.connect(_database_url(args.database_url), autocommit=True, connect_timeout=10) as connection:
             for consumer in args.consumer or [None]:

@@ -58,6 +58,8 @@ def read_windows(
             reader.close()
     except KafkaException as error:
         raise WindowsUnavailable(str(error.args[0])) from error
+    except TimeoutError as error:  # an admin request's future that did not finish
+        raise WindowsUnavailable(f"Kafka did not answer within {timeout} s") from error
     return windows
 
 

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from prometheus_client import REGISTRY
 
+from effectively_once import cli
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import client_config
 from effectively_once.redelivery_windows import read_windows
@@ -174,3 +175,57 @@ def test_the_purge_refuses_a_retention_shorter_than_a_dead_letter_that_can_still
     finally:
         purger.stop()
     assert _gauge("eo_marker_purge_refused", name) == 0
+
+
+def test_the_horizon_command_prints_each_window_and_exits_1_when_the_retention_is_shorter(
+    settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = _topic(settings, 10 * 86_400_000)
+    consumer = f"loyalty-{uuid.uuid4().hex[:8]}"
+    common = ["--consumer", consumer, "--topic", events, "--bootstrap-servers", settings.kafka_bootstrap_servers]
+    cli.horizon_main([*common, "--horizon-days", "30", "--window", "provider-keys=24"])
+    said = capsys.readouterr().out
+    assert f"topic retention ({events})" in said and "10.0 d" in said and "provider-keys (given)" in said
+    assert "safe: the configured retention (30.0 d) covers the longest window, topic retention" in said
+    with pytest.raises(SystemExit) as exit_:
+        cli.horizon_main([*common, "--horizon-days", "7"])
+    assert exit_.value.code == 1
+    assert "UNSAFE: the configured retention (7.0 d) is shorter than topic retention" in capsys.readouterr().out
+
+
+def test_a_weighed_purge_refuses_an_unsafe_retention_and_purges_nothing(
+    settings: Settings, runtime_db: str, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    events = _topic(settings, 10 * 86_400_000)
+    _markers(runtime_db, name, 4, days_old=9)
+    weighed = ["--database-url", runtime_db, "--consumer", name, "--no-outbox", "--topic", events]
+    weighed += ["--bootstrap-servers", settings.kafka_bootstrap_servers]
+    with pytest.raises(SystemExit, match="refused, nothing purged"):
+        cli.purge_main([*weighed, "--horizon-days", "8"])
+    assert _count(runtime_db, name) == 4
+    cli.purge_main([*weighed, "--horizon-days", "11"])
+    assert _count(runtime_db, name) == 4  # nothing is 11 days old: safe, and nothing to purge
+    assert "safe: " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (["--consumer", "c"], "at least one --topic"),
+        (["--consumer", "c", "--topic", "t", "--window", "keys"], "is not NAME=HOURS"),
+        (["--consumer", "c", "--topic", "t", "--window", "keys=-3"], "is not NAME=HOURS"),
+        (["--consumer", "c", "--topic", "t", "--horizon-days", "0"], "is not a positive number"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(
+    arguments: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.horizon_main(arguments)
+    assert exit_.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_an_unreachable_broker_is_one_line_naming_what_could_not_be_read() -> None:
+    with pytest.raises(SystemExit, match="could not read what could be delivered again"):
+        cli.horizon_main(["--consumer", "c", "--topic", "t", "--bootstrap-servers", "127.0.0.1:9"])
