@@ -31,7 +31,7 @@ COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs broker test test-unit test-integration test-e2e browser lint typecheck bench load audit dashboards soak lab inventory-node inventory-java \
+.PHONY: help up down restart status logs broker test test-unit test-integration test-e2e browser lint typecheck bench load audit horizon dashboards soak lab inventory-node inventory-java \
         lock venv clean-state
 
 help: ## Show this help
@@ -169,6 +169,9 @@ NAME ?=
 lab: venv ## Run a workshop lab unattended and check it (make lab NAME=crash-after-commit, NAME=all; no NAME lists them)
 	@if [ -z "$(NAME)" ]; then $(PY) -m labs; else \
 	  $(PY) -m labs --known $(NAME) && $(MAKE) --no-print-directory up && $(PY) -m labs $(NAME); fi
+
+horizon: venv ## Each consumer's shortest safe marker retention from what could still be redelivered (exit 1 when shorter)
+	@$(PY) -m services.safe_horizons
 
 audit: venv ## Prove from the databases that nothing was lost or doubled (exit 1 on any anomaly); list dead letters
 	@$(PY) -m services.chaos_panel.auditor

@@ -19,7 +19,7 @@ from grafana_foundation_sdk.builders.timeseries import Panel as Timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from dashboards.queries import CONSUMER_LAG, DUPLICATE_RATIO, OUTBOX_BACKLOG, RATE_WINDOW
+from dashboards.queries import CONSUMER_LAG, DUPLICATE_RATIO, MARKER_AGE_AND_REDELIVERY, OUTBOX_BACKLOG, RATE_WINDOW
 from dashboards.queries import outcome_rate as _outcome_rate
 
 PROMETHEUS = DataSourceRef(type_val="prometheus", uid="prometheus")
@@ -173,6 +173,24 @@ def consumers() -> Dashboard:
         .with_panel(series("Marker rows", "short", query("eo_marker_rows", "{{consumer}}")))
         .with_panel(
             series("Marker table size", "bytes", query("max by (consumer) (eo_marker_table_bytes)", "{{consumer}}"))
+        )
+        .with_panel(
+            series(
+                "Marker age and what could come back",
+                "s",
+                query(MARKER_AGE_AND_REDELIVERY, "{{series}}"),
+                description="The oldest marker must stay older than the oldest unacknowledged message and "
+                "the oldest dead letter: those can still be delivered again, and need their markers.",
+            )
+        )
+        .with_panel(
+            series(
+                "Retention against the safe horizon",
+                "s",
+                query("min by (consumer) (eo_dedup_horizon_seconds)", "{{consumer}} retention"),
+                query("max by (consumer) (eo_safe_horizon_seconds)", "{{consumer}} shortest safe"),
+                description="Each consumer's purge refuses to run while its retention is under the shortest safe one.",
+            )
         )
     )
 

@@ -11,3 +11,17 @@ DELIVERIES_BY_OUTCOME = f"sum by (outcome) ({outcome_rate('applied|duplicate|ret
 DUPLICATE_RATIO = f"sum({outcome_rate('duplicate')}) / clamp_min(sum({outcome_rate('applied|duplicate')}), 1e-9)"
 OUTBOX_BACKLOG = "sum by (database) (eo_outbox_backlog)"
 CONSUMER_LAG = "sum by (consumer) (eo_consumer_lag_messages)"
+
+
+def _named(expr: str, series: str) -> str:
+    return f'label_replace({expr}, "series", "{series}", "__name__", ".*")'
+
+
+MARKER_AGE_AND_REDELIVERY = " or ".join(
+    (
+        _named("max(eo_marker_oldest_seconds)", "oldest marker"),
+        _named("max(eo_consumer_oldest_unacknowledged_seconds)", "oldest unacknowledged"),
+        _named("max(eo_oldest_dead_letter_seconds)", "oldest dead letter"),
+    )
+)
+"""Marker age beside the ages of what could still come back: the oldest marker must stay older."""

@@ -1,5 +1,5 @@
 """The marker table's size, read when Prometheus scrapes (at most every 15 s): rows this consumer
-keeps, and the bytes of the whole table with its indexes."""
+keeps, the age of its oldest, and the bytes of the whole table with its indexes."""
 
 from __future__ import annotations
 
@@ -21,18 +21,20 @@ class MarkerTableCollector(Collector):
         self._consumer = consumer_name
         self._reading = CachedReading(self._read, every_seconds)
 
-    def _read(self) -> tuple[float, float] | None:
+    def _read(self) -> tuple[float, float, float] | None:
         try:
             with psycopg.connect(self._url, connect_timeout=2, autocommit=True) as connection:
                 row = connection.execute(
-                    "SELECT (SELECT count(*) FROM processed_message WHERE consumer_name = %s), "
-                    "pg_total_relation_size('processed_message')",
-                    (self._consumer,),
+                    "SELECT (SELECT count(*) FROM processed_message WHERE consumer_name = %(c)s), "
+                    "pg_total_relation_size('processed_message'), "
+                    "coalesce(extract(epoch FROM now() - (SELECT min(processed_at) FROM processed_message "
+                    "WHERE consumer_name = %(c)s)), 0)",
+                    {"c": self._consumer},
                 ).fetchone()
         except psycopg.Error as error:  # the last figures stand; the scrape goes on
             log.debug("marker table size unavailable: %s", error)
             return None
-        return (float(row[0]), float(row[1])) if row else None
+        return (float(row[0]), float(row[1]), float(row[2])) if row else None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         reading = self._reading.value()
@@ -41,6 +43,7 @@ class MarkerTableCollector(Collector):
         for name, documentation, value in (
             ("eo_marker_rows", "Markers this consumer keeps (processed_message rows).", reading[0]),
             ("eo_marker_table_bytes", "The processed_message table with its indexes, in bytes.", reading[1]),
+            ("eo_marker_oldest_seconds", "Age of the oldest marker this consumer keeps.", reading[2]),
         ):
             family = GaugeMetricFamily(name, documentation, labels=["consumer"])
             family.add_metric([self._consumer], value)

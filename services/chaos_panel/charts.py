@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from dashboards.queries import CONSUMER_LAG, DELIVERIES_BY_OUTCOME, DUPLICATE_RATIO, OUTBOX_BACKLOG
+from dashboards.queries import (
+    CONSUMER_LAG,
+    DELIVERIES_BY_OUTCOME,
+    DUPLICATE_RATIO,
+    MARKER_AGE_AND_REDELIVERY,
+    OUTBOX_BACKLOG,
+)
 
 WIDTH, HEIGHT = 320.0, 90.0
 COLOURS = ("#2e9d52", "#1e88e5", "#f57c00", "#c62828", "#6d4c9f", "#00897b", "#8d6e63")
@@ -27,6 +33,7 @@ CHARTS = (
     ChartSpec("Duplicate ratio", DUPLICATE_RATIO, "", ""),
     ChartSpec("Outbox backlog", OUTBOX_BACKLOG, "database", " rows"),
     ChartSpec("Consumer lag", CONSUMER_LAG, "consumer", " msgs"),
+    ChartSpec("Marker age and what could come back", MARKER_AGE_AND_REDELIVERY, "series", " s"),
 )
 
 

@@ -10,6 +10,7 @@ from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
 from services.chaos_panel.broker_faults import BrokerFaults
 from services.chaos_panel.control_plane import ControlPlane, ProcessState
 from services.chaos_panel.health import per_database
+from services.chaos_panel.horizons import SafeHorizons
 from services.chaos_panel.injector import Injector
 from services.chaos_panel.load_runner import LoadRunner
 from services.chaos_panel.security import Guard
@@ -27,6 +28,7 @@ class Panel:
     store: TelemetryStore
     query: Query
     brokers: BrokerFaults
+    horizons: SafeHorizons
     readers: list[TelemetryReader] = field(default_factory=list)
 
     def verdict(self, stuck_after: float | None = None) -> Verdict:
@@ -52,17 +54,28 @@ class Panel:
 def build_panel(settings: PanelSettings) -> Panel:
     auditor_url = settings.DATABASE_URL or ""
     store = TelemetryStore()
+    control = ControlPlane(
+        settings.CONTROL_URLS, settings.PAYMENT_PROVIDER_URL, settings.MAIL_URL, settings.ORDERS_API_URL
+    )
+
+    def retentions() -> dict[str, timedelta]:
+        """The retention each consumer runs with, as its control endpoint says."""
+        return {
+            state.consumer: timedelta(seconds=state.configured_horizon_seconds)
+            for state in control.states()
+            if state.consumer and state.configured_horizon_seconds
+        }
+
     return Panel(
         settings=settings,
         guard=Guard(settings.CHAOS_PANEL_TOKEN, settings.loopback_only),
-        control=ControlPlane(
-            settings.CONTROL_URLS, settings.PAYMENT_PROVIDER_URL, settings.MAIL_URL, settings.ORDERS_API_URL
-        ),
+        control=control,
         injector=Injector(settings.KAFKA_BOOTSTRAP_SERVERS),
         loads=LoadRunner(settings.ORDERS_API_URL),
         store=store,
         query=database_reader(lambda name: per_database(auditor_url, name)),
         brokers=BrokerFaults(settings.BROKER_CONTROL_URL),
+        horizons=SafeHorizons(settings.KAFKA_BOOTSTRAP_SERVERS, retentions),
         readers=[TelemetryReader(settings.KAFKA_BOOTSTRAP_SERVERS, store)],
     )
 

@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from effectively_once.outcomes import Strategy
+from effectively_once.safe_horizon import duration
 from services.chaos_panel import charts, records, timeline
 from services.chaos_panel.context import Panel
 from services.chaos_panel.health import database_checks, kafka_check
@@ -182,6 +183,10 @@ def router(panel: Panel) -> APIRouter:
     @pages.get("/fragments/brokers", response_class=HTMLResponse)
     def brokers(request: Request) -> Response:
         return render(request, "fragments/brokers.html", cluster=panel.brokers.nodes())
+
+    @pages.get("/fragments/horizons", response_class=HTMLResponse)
+    def horizons(request: Request) -> Response:
+        return render(request, "fragments/horizons.html", horizons=panel.horizons.current(), duration=duration)
 
     @pages.get("/fragments/verdict", response_class=HTMLResponse)
     def verdict(request: Request) -> Response:
