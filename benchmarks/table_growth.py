@@ -1,0 +1,292 @@
+"""Costs as the marker table grows: claim latency (applied and duplicate), purge cost per expired
+row, bytes, dead tuples and the vacuum a purge leaves, at 10 k, 1 M and 10 M markers, for two
+retention designs side by side:
+
+- "batched DELETE": the runtime's table (primary key (consumer, message id), an index on
+  processed_at) and its purge statement, 1,000 rows a transaction;
+- "partitioned by day": the same columns plus the message's occurred_at, partitioned by day of
+  occurred_at; retention detaches and drops the expired day whole. A unique key on a partitioned
+  table must hold the partition column, so its key is (consumer, message id, occurred_at).
+
+Markers are spread evenly over 40 days; each purge expires the oldest day (1/40 of them).
+Run alone: `python -m benchmarks.table_growth [SIZES]`, e.g. `10000,1000000`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from benchmarks.rows import Row
+from effectively_once.retention import PURGE
+
+DAYS = 40
+SAMPLES = 2_000
+CONSUMER = "bench-growth-v1"
+SCHEMA = "bench_growth"
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    table: str
+    create: str
+    index: str
+    claim: str
+    """Parameters: %(id)s, %(at)s (the message's occurred_at)."""
+
+
+DELETE = Design(
+    "batched DELETE",
+    "m_delete",
+    """CREATE TABLE m_delete (consumer_name text NOT NULL, message_id text NOT NULL,
+                              processed_at timestamptz NOT NULL DEFAULT now())""",
+    """ALTER TABLE m_delete ADD PRIMARY KEY (consumer_name, message_id);
+       CREATE INDEX ON m_delete (processed_at)""",
+    "INSERT INTO m_delete (consumer_name, message_id) VALUES ('" + CONSUMER + "', %(id)s) ON CONFLICT DO NOTHING",
+)
+PARTITIONED = Design(
+    "partitioned by day",
+    "m_part",
+    """CREATE TABLE m_part (consumer_name text NOT NULL, message_id text NOT NULL,
+                            occurred_at timestamptz NOT NULL, processed_at timestamptz NOT NULL DEFAULT now())
+       PARTITION BY RANGE (occurred_at)""",
+    "ALTER TABLE m_part ADD PRIMARY KEY (consumer_name, message_id, occurred_at)",
+    "INSERT INTO m_part (consumer_name, message_id, occurred_at) VALUES ('"
+    + CONSUMER
+    + "', %(id)s, %(at)s) ON CONFLICT DO NOTHING",
+)
+DESIGNS = (DELETE, PARTITIONED)
+
+
+@dataclass(frozen=True)
+class Measured:
+    design: str
+    markers: int
+    applied_p50_ms: float
+    applied_p99_ms: float
+    duplicate_p50_ms: float
+    duplicate_p99_ms: float
+    purged: int
+    purge_us_per_row: float
+    bytes_before: int
+    bytes_after: int
+    dead_tuples_after: int
+    vacuum_seconds: float
+
+
+def _day_start(base: datetime, days_ago: int) -> datetime:
+    return (base - timedelta(days=days_ago)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _fill(connection: psycopg.Connection[Any], design: Design, markers: int, base: datetime) -> None:
+    """`markers` rows over DAYS days before `base`: row n occurred at base - n·step."""
+    connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
+    connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
+    connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(SCHEMA)))
+    connection.execute(design.create)
+    step = DAYS * 86400 / markers
+    if design is PARTITIONED:
+        for days_ago in range(DAYS + 1, -2, -1):
+            start, end = _day_start(base, days_ago), _day_start(base, days_ago - 1)
+            connection.execute(
+                sql.SQL("CREATE TABLE {} PARTITION OF m_part FOR VALUES FROM ({}) TO ({})").format(
+                    sql.Identifier(f"m_part_{start:%Y%m%d}"), sql.Literal(start), sql.Literal(end)
+                )
+            )
+    at = "%(base)s - make_interval(secs => n * %(step)s)"
+    if design is PARTITIONED:
+        columns, values = (
+            "consumer_name, message_id, occurred_at, processed_at",
+            f"%(consumer)s, md5(n::text), {at}, {at}",
+        )
+    else:
+        columns, values = "consumer_name, message_id, processed_at", f"%(consumer)s, md5(n::text), {at}"
+    connection.execute(
+        f"INSERT INTO {design.table} ({columns}) SELECT {values} FROM generate_series(1, %(markers)s) AS n",
+        {"consumer": CONSUMER, "base": base, "step": step, "markers": markers},
+    )
+    for statement in design.index.split(";"):
+        connection.execute(statement)
+    connection.execute(f"VACUUM ANALYZE {design.table}")
+
+
+def _latencies(connection: psycopg.Connection[Any], statement: str, parameters: list[dict[str, Any]]) -> list[float]:
+    """Each claim's statement round trip in milliseconds, 100 claims a transaction (the commit's
+    fsync does not grow with the table, and would only add noise)."""
+    seconds = []
+    with connection.cursor() as cursor:
+        for chunk in range(0, len(parameters), 100):
+            with connection.transaction():
+                for parameter in parameters[chunk : chunk + 100]:
+                    started = time.perf_counter()
+                    cursor.execute(statement, parameter)
+                    seconds.append((time.perf_counter() - started) * 1000)
+    return seconds
+
+
+def _p(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100)[q - 1]
+
+
+_TREE = "SELECT %(table)s::regclass AS relid UNION SELECT relid FROM pg_partition_tree(%(table)s::regclass)"
+"""The table and, when it is partitioned, its partitions."""
+
+
+def _bytes(connection: psycopg.Connection[Any], table: str) -> int:
+    row = connection.execute(
+        f"SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM ({_TREE}) AS tree",
+        {"table": f"{SCHEMA}.{table}"},
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _dead_tuples(connection: psycopg.Connection[Any], table: str) -> int:
+    connection.execute("SELECT pg_stat_force_next_flush()")
+    row = connection.execute(
+        f"SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relid IN ({_TREE})",
+        {"table": f"{SCHEMA}.{table}"},
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _purge(connection: psycopg.Connection[Any], design: Design, base: datetime) -> int:
+    """Expire the oldest day; return how many markers went."""
+    oldest = _day_start(base, DAYS)  # base is a midnight: the oldest day is full
+    cutoff = _day_start(base, DAYS - 1)
+    if design is PARTITIONED:
+        partition = f"m_part_{oldest:%Y%m%d}"
+        counted = connection.execute(f"SELECT count(*) FROM {partition}").fetchone()
+        connection.execute(f"ALTER TABLE m_part DETACH PARTITION {partition}")
+        connection.execute(f"DROP TABLE {partition}")
+        return int(counted[0]) if counted else 0
+    statement = PURGE.replace("processed_message", design.table)
+    horizon = datetime.now(UTC) - cutoff
+    total = 0
+    while True:
+        with connection.transaction():
+            deleted = connection.execute(statement, {"horizon": horizon, "consumer": CONSUMER, "batch": 1000}).rowcount
+        total += deleted
+        if deleted < 1000:
+            return total
+
+
+def measure_one(url: str, design: Design, markers: int, say: Callable[[str], None]) -> Measured:
+    base = _day_start(datetime.now(UTC), 0)  # midnight: each day's partition holds a whole day
+    step = DAYS * 86400 / markers
+    with psycopg.connect(url, autocommit=True) as connection:
+        started = time.perf_counter()
+        _fill(connection, design, markers, base)
+        say(f"{design.name}: {markers:,} markers filled in {time.perf_counter() - started:.0f} s")
+        applied = _latencies(
+            connection, design.claim, [{"id": f"new-{n}", "at": datetime.now(UTC)} for n in range(SAMPLES)]
+        )
+        picks = [1 + (n * 7919) % markers for n in range(SAMPLES)]  # spread over the whole table
+        duplicate = _latencies(
+            connection,
+            design.claim,
+            [{"id": _md5(n), "at": base - timedelta(seconds=n * step)} for n in picks],
+        )
+        bytes_before = _bytes(connection, design.table)
+        started = time.perf_counter()
+        purged = _purge(connection, design, base)
+        purge_seconds = time.perf_counter() - started
+        bytes_after = _bytes(connection, design.table)
+        dead = _dead_tuples(connection, design.table)
+        started = time.perf_counter()
+        connection.execute(f"VACUUM {design.table}")
+        vacuum_seconds = time.perf_counter() - started
+        connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
+    assert len(applied) == SAMPLES and purged > 0
+    return Measured(
+        design.name,
+        markers,
+        _p(applied, 50),
+        _p(applied, 99),
+        _p(duplicate, 50),
+        _p(duplicate, 99),
+        purged,
+        purge_seconds / purged * 1e6,
+        bytes_before,
+        bytes_after,
+        dead,
+        vacuum_seconds,
+    )
+
+
+def _md5(n: int) -> str:
+    return hashlib.md5(str(n).encode()).hexdigest()  # the fill's md5(n::text): an id, not a secret
+
+
+def measure(url: str, sizes: Sequence[int], say: Callable[[str], None] = print) -> list[Measured]:
+    return [measure_one(url, design, markers, say) for markers in sizes for design in DESIGNS]
+
+
+def rows(results: Sequence[Measured]) -> list[Row]:
+    """The targets for the shipped design, the other beside it; the smallest and largest sizes."""
+    out: list[Row] = []
+    for design in DESIGNS:
+        mine = sorted((m for m in results if m.design == design.name), key=lambda m: m.markers)
+        if len(mine) < 2:
+            continue
+        small, large = mine[0], mine[-1]
+        claim = large.applied_p99_ms / small.applied_p99_ms
+        duplicate = large.duplicate_p99_ms / small.duplicate_p99_ms
+        mid = next((m for m in mine if m.markers == 1_000_000), mine[-2] if len(mine) > 2 else small)
+        purge = large.purge_us_per_row / mid.purge_us_per_row
+        size = f"{large.markers / 1e6:g} M vs {small.markers / 1e3:g} k"
+        out += [
+            Row("growth", f"{design.name}: claim p99", claim, "×", "≤ 1.5×", claim <= 1.5, size, 1.5 / claim),
+            Row("growth", f"{design.name}: dup p99", duplicate, "×", "≤ 1.5×", duplicate <= 1.5, size, 1.5 / duplicate),
+            Row(
+                "growth",
+                f"{design.name}: purge/row",
+                purge,
+                "×",
+                "≤ 1.5×",
+                purge <= 1.5,
+                f"{large.markers / 1e6:g} M vs {mid.markers / 1e6:g} M",
+                1.5 / purge,
+            ),
+        ]
+    return out
+
+
+def describe(results: Sequence[Measured]) -> list[str]:
+    lines = [
+        f"{'design':<20}{'markers':>12}{'applied p50/p99 ms':>22}{'dup p50/p99 ms':>20}"
+        f"{'purged':>10}{'µs/row':>9}{'MB before→after':>20}{'dead':>10}{'vacuum s':>10}"
+    ]
+    for m in results:
+        lines.append(
+            f"{m.design:<20}{m.markers:>12,}{m.applied_p50_ms:>11.3f}/{m.applied_p99_ms:<10.3f}"
+            f"{m.duplicate_p50_ms:>9.3f}/{m.duplicate_p99_ms:<10.3f}{m.purged:>10,}{m.purge_us_per_row:>9.2f}"
+            f"{m.bytes_before / 1e6:>11.0f}→{m.bytes_after / 1e6:<8.0f}"
+            f"{m.dead_tuples_after:>10,}{m.vacuum_seconds:>10.2f}"
+        )
+    return lines
+
+
+def main(argv: Sequence[str]) -> int:
+    from benchmarks.consumer_throughput import database_url
+    from services.settings import Settings
+
+    sizes = [int(size) for size in (argv[0] if argv else "10000,1000000,10000000").split(",")]
+    results = measure(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)
+    print("\n".join(describe(results)))
+    for row in rows(results):
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
