@@ -13,7 +13,9 @@ from benchmarks import (
     implementations,
     marker_purge,
     order_latency,
+    outbox_growth,
     relay_throughput,
+    table_growth,
     three_brokers,
 )
 from benchmarks.rows import Row, draw_png, table, write_json
@@ -36,6 +38,11 @@ def main() -> int:
     url = consumer_throughput.database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))
     print("  · marker purge: 200,000 expired markers", flush=True)
     rows.append(marker_purge.row(marker_purge.measure(url), correct, 200_000))
+    print("  · table growth: 10 k, 1 M and 10 M markers (two retention designs), 1 M and 10 M outbox rows", flush=True)
+    markers = table_growth.measure(url, (10_000, 1_000_000, 10_000_000), lambda m: print(f"    {m}", flush=True))
+    outbox = outbox_growth.measure(url, (1_000_000, 10_000_000), lambda m: print(f"    {m}", flush=True))
+    rows += table_growth.rows(markers) + outbox_growth.rows(outbox)
+    growth = ["", *table_growth.describe(markers), "", *outbox_growth.describe(outbox)]
     rows += order_latency.measure()
     one_node = [row for row in rows if row.section in ("relay", "saga")]
     if started_here:  # each topology measured alone on the machine
@@ -43,7 +50,7 @@ def main() -> int:
     else:
         print("  · the system `make up` runs stays up beside the three-node one: both share the machine", flush=True)
     rows += three_brokers.measure(one_node, 50_000, 1_000, 10)
-    print("\n".join(["", *table(rows)]))
+    print("\n".join(["", *table(rows), *growth]))
     json_path, png_path = write_json(rows), draw_png(rows)
     print(f"\nwritten to {json_path.relative_to(PROJECT_ROOT)} and {png_path.relative_to(PROJECT_ROOT)}")
     missed = [row.case for row in rows if row.met is False]

@@ -92,6 +92,8 @@ class Settings(BaseSettings):
     """How often Prometheus scrapes every process (native path)."""
     REPLICAS: int = Field(default=1, ge=1, le=5)
     """Instances of each consumer (in the same groups) and of the relay: `make up REPLICAS=3`."""
+    CONSUMER_WORKERS: int = Field(default=1, ge=1, le=16)
+    """Key-ordered workers inside each consumer group member: `make up CONSUMER_WORKERS=4`."""
     INVENTORY_IMPL: Literal["python", "java", "node"] = "python"
     """Which implementation runs in the inventory slot: `make up INVENTORY_IMPL=java` (Spring Boot,
     services/inventory-java) or `node` (TypeScript, services/inventory-node). They keep the same

@@ -1,0 +1,152 @@
+"""Costs as the outbox keeps published rows: the relay's claim (which rows to publish next) with
+1,000 rows waiting among 1 M and 10 M published ones, and the purge of published rows (the
+runtime's batched DELETE, 1,000 a transaction): cost per expired row with the vacuum it leaves,
+bytes and dead tuples. Published rows are spread over 40 days; the purge expires the oldest day,
+three days one after another (the median counts), as benchmarks/table_growth.py does for markers.
+Run alone: `python -m benchmarks.outbox_growth [SIZES]`, e.g. `1000000`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from benchmarks.rows import Row
+from benchmarks.table_growth import DAYS, PURGED_DAYS, SCHEMA, day_start, dead_tuples, percentile, table_bytes
+from effectively_once import schema
+from effectively_once.relay.claim import KEYS_WITH_WORK, purge_published
+
+WAITING = 1_000
+SAMPLES = 500
+
+
+@dataclass(frozen=True)
+class Measured:
+    published: int
+    claim_p50_ms: float
+    claim_p99_ms: float
+    purged: int
+    purge_us_per_row: float
+    bytes_before: int
+    bytes_after: int
+    dead_tuples_after: int
+    vacuum_seconds: float
+
+
+def _fill(connection: psycopg.Connection[Any], published: int, base: datetime) -> None:
+    connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
+    connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
+    connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(SCHEMA)))
+    connection.execute((schema.MIGRATIONS / "0002_outbox.sql").read_text())
+    at = "%(base)s - make_interval(secs => n * %(step)s)"
+    connection.execute(
+        f"""INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, topic, payload,
+                                created_at, published_at, attempts)
+            SELECT md5(n::text), 'order', 'order-' || (n %% 5000), 'OrderPlaced', 'orders.events',
+                   jsonb_build_object('order_id', 'order-' || (n %% 5000), 'lines', jsonb_build_array()),
+                   {at}, {at} + interval '1 second', 1
+              FROM generate_series(1, %(published)s) AS n""",
+        {"base": base, "step": DAYS * 86400 / published, "published": published},
+    )
+    connection.execute(
+        """INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, topic, payload)
+           SELECT 'waiting-' || n, 'order', 'order-' || n, 'OrderPlaced', 'orders.events', '{}'::jsonb
+             FROM generate_series(1, %s) AS n""",
+        (WAITING,),
+    )
+    connection.execute("VACUUM ANALYZE outbox")
+
+
+def measure_one(url: str, published: int, say: Callable[[str], None]) -> Measured:
+    base = day_start(datetime.now(UTC), 0)
+    with psycopg.connect(url, autocommit=True) as connection:
+        started = time.perf_counter()
+        _fill(connection, published, base)
+        say(f"outbox: {published:,} published rows filled in {time.perf_counter() - started:.0f} s")
+        claims = []
+        for _ in range(SAMPLES):
+            started = time.perf_counter()
+            found = connection.execute(KEYS_WITH_WORK, {"scan": 500, "keys": 50}).fetchall()
+            claims.append((time.perf_counter() - started) * 1000)
+        assert len(found) == 50, found
+        bytes_before = table_bytes(connection, "outbox")
+        rounds = []  # (rows purged, purge seconds, dead tuples left, vacuum seconds), one per day
+        for days_ago in range(DAYS, DAYS - PURGED_DAYS, -1):
+            horizon = datetime.now(UTC) - day_start(base, days_ago - 1)
+            started = time.perf_counter()
+            purged = purge_published(connection, horizon)
+            purge_seconds = time.perf_counter() - started
+            dead = dead_tuples(connection, "outbox")
+            started = time.perf_counter()
+            connection.execute("VACUUM outbox")  # the work a purge leaves autovacuum
+            rounds.append((purged, purge_seconds, dead, time.perf_counter() - started))
+        bytes_after = table_bytes(connection, "outbox")
+        connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
+    assert all(purged > 0 for purged, *_ in rounds)
+    purged, purge_seconds, dead, vacuum_seconds = sorted(rounds, key=lambda r: (r[1] + r[3]) / r[0])[len(rounds) // 2]
+    return Measured(
+        published,
+        percentile(claims, 50),
+        percentile(claims, 99),
+        purged,
+        (purge_seconds + vacuum_seconds) / purged * 1e6,
+        bytes_before,
+        bytes_after,
+        dead,
+        vacuum_seconds,
+    )
+
+
+def measure(url: str, sizes: Sequence[int], say: Callable[[str], None] = print) -> list[Measured]:
+    return [measure_one(url, size, say) for size in sizes]
+
+
+def rows(results: Sequence[Measured]) -> list[Row]:
+    ordered = sorted(results, key=lambda m: m.published)
+    if len(ordered) < 2:
+        return []
+    small, large = ordered[0], ordered[-1]
+    claim = large.claim_p99_ms / small.claim_p99_ms
+    purge = large.purge_us_per_row / small.purge_us_per_row
+    sizes = f"{large.published / 1e6:g} M vs {small.published / 1e6:g} M published"
+    return [
+        Row("growth", "outbox: relay claim p99", claim, "×", "≤ 1.5×", claim <= 1.5, sizes, 1.5 / claim),
+        Row("growth", "outbox: purge/row", purge, "×", "≤ 1.5×", purge <= 1.5, sizes, 1.5 / purge),
+    ]
+
+
+def describe(results: Sequence[Measured]) -> list[str]:
+    lines = [
+        f"{'published':>12}{'claim p50/p99 ms':>20}{'purged':>10}{'µs/row':>9}{'MB before→after':>20}"
+        f"{'dead':>10}{'vacuum s':>10}"
+    ]
+    for m in results:
+        lines.append(
+            f"{m.published:>12,}{m.claim_p50_ms:>9.3f}/{m.claim_p99_ms:<10.3f}{m.purged:>10,}{m.purge_us_per_row:>9.2f}"
+            f"{m.bytes_before / 1e6:>11.0f}→{m.bytes_after / 1e6:<8.0f}"
+            f"{m.dead_tuples_after:>10,}{m.vacuum_seconds:>10.2f}"
+        )
+    return lines
+
+
+def main(argv: Sequence[str]) -> int:
+    from benchmarks.consumer_throughput import database_url
+    from services.settings import Settings
+
+    sizes = [int(size) for size in (argv[0] if argv else "1000000,10000000").split(",")]
+    results = measure(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)
+    print("\n".join(describe(results)))
+    for row in rows(results):
+        print(row)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
