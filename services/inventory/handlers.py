@@ -35,7 +35,7 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
     lines = event.payload["lines"]
     try:
         with transaction.transaction():  # a savepoint: a shortfall undoes only the reservations
-            for line in lines:
+            for line in sorted(lines, key=lambda line: str(line["sku"])):  # stock rows locked in one order
                 sku, quantity = line["sku"], int(line["quantity"])
                 fresh = transaction.execute(
                     """INSERT INTO reservation (order_id, sku, quantity, status)
@@ -80,15 +80,17 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
 
 
 def _settle(transaction: Connection, order_id: str, new_status: str) -> list[tuple[str, int]]:
-    """Move the order's live reservations to `new_status`; return the SKUs and quantities moved."""
-    return [
+    """Move the order's live reservations to `new_status`; return the SKUs and quantities moved,
+    in SKU order: every handler locks stock rows in that one order, so two transactions working
+    on orders of the same SKUs at once wait for each other instead of deadlocking."""
+    return sorted(
         (row[0], int(row[1]))
         for row in transaction.execute(
             """UPDATE reservation SET status = %s, updated_at = now()
                 WHERE order_id = %s AND status = 'reserved' RETURNING sku, quantity""",
             (new_status, order_id),
         )
-    ]
+    )
 
 
 def release_stock(event: Envelope, transaction: Connection) -> None:

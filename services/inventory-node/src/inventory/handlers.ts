@@ -48,7 +48,7 @@ export const reserveStock: Handler = async (event, transaction) => {
   }
   await transaction.query("SAVEPOINT reserve"); // a shortfall undoes only the reservations
   try {
-    for (const { sku, quantity } of order.lines) {
+    for (const { sku, quantity } of [...order.lines].sort(bySku)) {  // stock rows locked in one order
       const fresh = await transaction.query(
         `INSERT INTO reservation (order_id, sku, quantity, status)
          SELECT $1, $2, $3, 'reserved' WHERE EXISTS (SELECT 1 FROM stock WHERE sku = $2)
@@ -96,7 +96,13 @@ async function settle(transaction: Transaction, orderId: string, status: string)
       WHERE order_id = $2 AND status = 'reserved' RETURNING sku, quantity`,
     [status, orderId],
   );
-  return moved.rows.map((row) => [row.sku, Number(row.quantity)]);
+  return moved.rows.map((row): [string, number] => [row.sku, Number(row.quantity)]).sort(([a], [b]) => bySku({ sku: a }, { sku: b }));
+}
+
+/** SKU order: every handler locks stock rows in it, so two transactions on orders of the same
+ * SKUs wait for each other instead of deadlocking. */
+function bySku(a: { sku: string }, b: { sku: string }): number {
+  return a.sku < b.sku ? -1 : a.sku > b.sku ? 1 : 0;
 }
 
 /** PaymentFailed: give the reserved units back, once, and say so. */

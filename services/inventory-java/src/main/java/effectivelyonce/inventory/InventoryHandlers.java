@@ -1,6 +1,7 @@
 package effectivelyonce.inventory;
 
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -53,7 +54,8 @@ public class InventoryHandlers {
     }
     transaction.execute("SAVEPOINT reserve"); // a shortfall undoes only the reservations
     try {
-      for (OrderPlacedPayload.Line line : order.lines()) {
+      // Stock rows locked in SKU order in every handler: concurrent orders wait, never deadlock.
+      for (OrderPlacedPayload.Line line : order.lines().stream().sorted(Comparator.comparing(OrderPlacedPayload.Line::sku)).toList()) {
         List<String> fresh = transaction.queryForList("""
             INSERT INTO reservation (order_id, sku, quantity, status)
             SELECT ?, ?, ?, 'reserved' WHERE EXISTS (SELECT 1 FROM stock WHERE sku = ?)
@@ -93,7 +95,8 @@ public class InventoryHandlers {
   private static List<Map<String, Object>> settle(JdbcTemplate transaction, String orderId, String status) {
     return transaction.queryForList("""
         UPDATE reservation SET status = ?, updated_at = now()
-         WHERE order_id = ? AND status = 'reserved' RETURNING sku, quantity""", status, orderId);
+         WHERE order_id = ? AND status = 'reserved' RETURNING sku, quantity""", status, orderId)
+        .stream().sorted(Comparator.comparing(row -> String.valueOf(row.get("sku")))).toList();
   }
 
   /** PaymentFailed: give the reserved units back, once, and say so. */
