@@ -7,6 +7,7 @@ from this one run: on these noisy machines, absolute figures move ±25% from one
 from __future__ import annotations
 
 import logging
+import os
 
 from benchmarks import (
     consumer_throughput,
@@ -15,6 +16,7 @@ from benchmarks import (
     order_latency,
     outbox_growth,
     relay_throughput,
+    sustainable_rate,
     table_growth,
     three_brokers,
 )
@@ -44,6 +46,11 @@ def main() -> int:
     rows += table_growth.rows(markers) + outbox_growth.rows(outbox)
     growth = ["", *table_growth.describe(markers), "", *outbox_growth.describe(outbox)]
     rows += order_latency.measure()
+    window = float(os.environ.get("BENCH_SUSTAIN_WINDOW", "60"))
+    print(f"  · the saga's sustainable rate: probes of {window:g} s, three configurations", flush=True)
+    sustained = sustainable_rate.measure_all(window)
+    rows += sustainable_rate.rows(sustained)
+    print(f"  · chart: {sustainable_rate.draw(sustained).relative_to(PROJECT_ROOT)}", flush=True)
     one_node = [row for row in rows if row.section in ("relay", "saga")]
     if started_here:  # each topology measured alone on the machine
         stack.down(default, lambda message: print(f"  · {message}", flush=True))

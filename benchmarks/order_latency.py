@@ -33,6 +33,19 @@ def _wait_final(api: str, order_ids: list[str], timeout: float) -> None:
             time.sleep(0.5)
 
 
+def confirmation_latencies(settings: Settings, order_ids: list[str]) -> list[float]:
+    """POST /orders to CONFIRMED, in milliseconds, of those of `order_ids` that were confirmed; sorted."""
+    with psycopg.connect(settings.auditor_database_url(database("orders"))) as connection:
+        rows = connection.execute(
+            """SELECT extract(epoch FROM h.recorded_at - o.created_at) * 1000
+                 FROM customer_order o JOIN order_history h
+                   ON h.order_id = o.order_id AND h.status_after = 'CONFIRMED'
+                WHERE o.order_id = ANY(%s)""",
+            (order_ids,),
+        ).fetchall()
+    return sorted(float(row[0]) for row in rows)
+
+
 def measure(rate: float = 10, count: int = 200, system: Settings | None = None) -> list[Row]:
     """On `system` (default: the one `make up` runs, started if need be)."""
     settings = system or Settings()
@@ -44,15 +57,7 @@ def measure(rate: float = 10, count: int = 200, system: Settings | None = None) 
     _say(f"order latency: {count} orders at {rate:g}/s")
     placed = place_orders(api, rate, count, seed=3, quiet=True)
     _wait_final(api, placed.order_ids[-20:], timeout=180)
-    with psycopg.connect(settings.auditor_database_url(database("orders"))) as connection:
-        rows = connection.execute(
-            """SELECT extract(epoch FROM h.recorded_at - o.created_at) * 1000
-                 FROM customer_order o JOIN order_history h
-                   ON h.order_id = o.order_id AND h.status_after = 'CONFIRMED'
-                WHERE o.order_id = ANY(%s)""",
-            (placed.order_ids,),
-        ).fetchall()
-    values = sorted(float(row[0]) for row in rows)
+    values = confirmation_latencies(settings, placed.order_ids)
     if len(values) < 10:
         raise SystemExit(f"only {len(values)} of {count} orders were confirmed: is the platform healthy?")
     p99 = statistics.quantiles(values, n=100)[98]

@@ -19,7 +19,17 @@ import psycopg
 from psycopg import sql
 
 from benchmarks.rows import Row
-from benchmarks.table_growth import DAYS, PURGED_DAYS, SCHEMA, day_start, dead_tuples, percentile, table_bytes
+from benchmarks.table_growth import (
+    DAYS,
+    SCHEMA,
+    day_start,
+    fresh_schema,
+    median_round,
+    percentile,
+    purge_rounds,
+    run_alone,
+    table_bytes,
+)
 from effectively_once import schema
 from effectively_once.relay.claim import KEYS_WITH_WORK, purge_published
 
@@ -41,9 +51,7 @@ class Measured:
 
 
 def _fill(connection: psycopg.Connection[Any], published: int, base: datetime) -> None:
-    connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
-    connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
-    connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(SCHEMA)))
+    fresh_schema(connection)
     connection.execute((schema.MIGRATIONS / "0002_outbox.sql").read_text())
     at = "%(base)s - make_interval(secs => n * %(step)s)"
     connection.execute(
@@ -77,30 +85,23 @@ def measure_one(url: str, published: int, say: Callable[[str], None]) -> Measure
             claims.append((time.perf_counter() - started) * 1000)
         assert len(found) == 50, found
         bytes_before = table_bytes(connection, "outbox")
-        rounds = []  # (rows purged, purge seconds, dead tuples left, vacuum seconds), one per day
-        for days_ago in range(DAYS, DAYS - PURGED_DAYS, -1):
-            horizon = datetime.now(UTC) - day_start(base, days_ago - 1)
-            started = time.perf_counter()
-            purged = purge_published(connection, horizon)
-            purge_seconds = time.perf_counter() - started
-            dead = dead_tuples(connection, "outbox")
-            started = time.perf_counter()
-            connection.execute("VACUUM outbox")  # the work a purge leaves autovacuum
-            rounds.append((purged, purge_seconds, dead, time.perf_counter() - started))
+
+        def purge(days_ago: int) -> int:
+            return purge_published(connection, datetime.now(UTC) - day_start(base, days_ago - 1))
+
+        median = median_round(purge_rounds(connection, "outbox", purge))
         bytes_after = table_bytes(connection, "outbox")
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
-    assert all(purged > 0 for purged, *_ in rounds)
-    purged, purge_seconds, dead, vacuum_seconds = sorted(rounds, key=lambda r: (r[1] + r[3]) / r[0])[len(rounds) // 2]
     return Measured(
         published,
         percentile(claims, 50),
         percentile(claims, 99),
-        purged,
-        (purge_seconds + vacuum_seconds) / purged * 1e6,
+        median.rows,
+        median.seconds_per_row * 1e6,
         bytes_before,
         bytes_after,
-        dead,
-        vacuum_seconds,
+        median.dead_tuples,
+        median.vacuum_seconds,
     )
 
 
@@ -137,15 +138,11 @@ def describe(results: Sequence[Measured]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    from benchmarks.consumer_throughput import database_url
-    from services.settings import Settings
+    def run(url: str, sizes: list[int]) -> list[str]:
+        results = measure(url, sizes)
+        return [*describe(results), *(str(row) for row in rows(results))]
 
-    sizes = [int(size) for size in (argv[0] if argv else "1000000,10000000").split(",")]
-    results = measure(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)
-    print("\n".join(describe(results)))
-    for row in rows(results):
-        print(row)
-    return 0
+    return run_alone(argv, "1000000,10000000", run)
 
 
 if __name__ == "__main__":

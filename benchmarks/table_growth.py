@@ -93,11 +93,58 @@ def day_start(base: datetime, days_ago: int) -> datetime:
     return (base - timedelta(days=days_ago)).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def _fill(connection: psycopg.Connection[Any], design: Design, markers: int, base: datetime) -> None:
-    """`markers` rows over DAYS days before `base`: row n occurred at base - n·step."""
+def fresh_schema(connection: psycopg.Connection[Any]) -> None:
+    """An empty SCHEMA, first on the search path."""
     connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(SCHEMA)))
     connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
     connection.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(SCHEMA)))
+
+
+@dataclass(frozen=True)
+class PurgeRound:
+    rows: int
+    purge_seconds: float
+    dead_tuples: int
+    vacuum_seconds: float
+
+    @property
+    def seconds_per_row(self) -> float:
+        return (self.purge_seconds + self.vacuum_seconds) / self.rows
+
+
+def purge_rounds(connection: psycopg.Connection[Any], table: str, purge: Callable[[int], int]) -> list[PurgeRound]:
+    """Expire the PURGED_DAYS oldest days one after another (`purge(days_ago)` returns the rows
+    it removed), each followed by the VACUUM it leaves autovacuum to do."""
+    rounds = []
+    for days_ago in range(DAYS, DAYS - PURGED_DAYS, -1):
+        started = time.perf_counter()
+        removed = purge(days_ago)
+        purge_seconds = time.perf_counter() - started
+        dead = dead_tuples(connection, table)
+        started = time.perf_counter()
+        connection.execute(sql.SQL("VACUUM {}").format(sql.Identifier(table)))
+        rounds.append(PurgeRound(removed, purge_seconds, dead, time.perf_counter() - started))
+    assert all(r.rows > 0 for r in rounds), rounds
+    return rounds
+
+
+def median_round(rounds: list[PurgeRound]) -> PurgeRound:
+    return sorted(rounds, key=lambda r: r.seconds_per_row)[len(rounds) // 2]
+
+
+def run_alone(argv: Sequence[str], default_sizes: str, run: Callable[[str, list[int]], list[str]]) -> int:
+    """`python -m benchmarks.<growth bench> [SIZES]` against the bench database."""
+    from benchmarks.consumer_throughput import database_url
+    from services.settings import Settings
+
+    sizes = [int(size) for size in (argv[0] if argv else default_sizes).split(",")]
+    print("\n".join(run(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)))
+    return 0
+
+
+def _fill(connection: psycopg.Connection[Any], design: Design, markers: int, base: datetime) -> None:
+    """`markers` rows over DAYS days before `base`: row n occurred at base - n·step."""
+    fresh_schema(connection)
     connection.execute(design.create)
     step = DAYS * 86400 / markers
     if design is PARTITIONED:
@@ -202,20 +249,12 @@ def measure_one(url: str, design: Design, markers: int, say: Callable[[str], Non
             [{"id": _md5(n), "at": base - timedelta(seconds=n * step)} for n in picks],
         )
         bytes_before = table_bytes(connection, design.table)
-        rounds = []  # (markers purged, purge seconds, dead tuples left, vacuum seconds), one per day
-        for days_ago in range(DAYS, DAYS - PURGED_DAYS, -1):
-            started = time.perf_counter()
-            purged = _purge(connection, design, base, days_ago)
-            purge_seconds = time.perf_counter() - started
-            dead = dead_tuples(connection, design.table)
-            started = time.perf_counter()
-            connection.execute(f"VACUUM {design.table}")  # the work a purge leaves autovacuum
-            rounds.append((purged, purge_seconds, dead, time.perf_counter() - started))
+        median = median_round(
+            purge_rounds(connection, design.table, lambda days_ago: _purge(connection, design, base, days_ago))
+        )
         bytes_after = table_bytes(connection, design.table)
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
-    assert len(applied) == SAMPLES and all(purged > 0 for purged, *_ in rounds)
-    median = sorted(rounds, key=lambda r: (r[1] + r[3]) / r[0])[len(rounds) // 2]
-    purged, purge_seconds, dead, vacuum_seconds = median
+    assert len(applied) == SAMPLES
     return Measured(
         design.name,
         markers,
@@ -223,12 +262,12 @@ def measure_one(url: str, design: Design, markers: int, say: Callable[[str], Non
         percentile(applied, 99),
         percentile(duplicate, 50),
         percentile(duplicate, 99),
-        purged,
-        (purge_seconds + vacuum_seconds) / purged * 1e6,
+        median.rows,
+        median.seconds_per_row * 1e6,
         bytes_before,
         bytes_after,
-        dead,
-        vacuum_seconds,
+        median.dead_tuples,
+        median.vacuum_seconds,
     )
 
 
@@ -286,15 +325,11 @@ def describe(results: Sequence[Measured]) -> list[str]:
 
 
 def main(argv: Sequence[str]) -> int:
-    from benchmarks.consumer_throughput import database_url
-    from services.settings import Settings
+    def run(url: str, sizes: list[int]) -> list[str]:
+        results = measure(url, sizes)
+        return [*describe(results), *(str(row) for row in rows(results))]
 
-    sizes = [int(size) for size in (argv[0] if argv else "10000,1000000,10000000").split(",")]
-    results = measure(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)
-    print("\n".join(describe(results)))
-    for row in rows(results):
-        print(row)
-    return 0
+    return run_alone(argv, "10000,1000000,10000000", run)
 
 
 if __name__ == "__main__":

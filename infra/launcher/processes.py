@@ -291,8 +291,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             environment["EO_INSTANCE_ID"] = f"{name}-0" if instance.replica == 1 else name
         if members:
             environment["CONSUMER_MEMBERS"] = str(members)
-            if settings.CONSUMER_WORKERS > 1:
-                environment["CONSUMER_WORKERS"] = str(settings.CONSUMER_WORKERS)
+            environment["CONSUMER_WORKERS"] = str(settings.CONSUMER_WORKERS)
         if name in ("payment-executor", "notification-dispatcher"):
             environment["PENDING_WORK_MAX_AGE_SECONDS"] = f"{settings.PENDING_WORK_MAX_AGE_SECONDS:g}"
             environment["PENDING_WORK_MAX_DELAY_SECONDS"] = f"{settings.PENDING_WORK_MAX_DELAY_SECONDS:g}"
