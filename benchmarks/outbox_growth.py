@@ -137,13 +137,5 @@ def describe(results: Sequence[Measured]) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str]) -> int:
-    def run(url: str, sizes: list[int]) -> list[str]:
-        results = measure(url, sizes)
-        return [*describe(results), *(str(row) for row in rows(results))]
-
-    return run_alone(argv, "1000000,10000000", run)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(run_alone(sys.argv[1:], "1000000,10000000", measure, describe, rows))

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -31,6 +31,7 @@ from psycopg import sql
 from benchmarks.rows import Row
 from effectively_once.retention import PURGE
 
+T = TypeVar("T")
 DAYS = 40
 SAMPLES = 2_000
 PURGED_DAYS = 3
@@ -132,13 +133,20 @@ def median_round(rounds: list[PurgeRound]) -> PurgeRound:
     return sorted(rounds, key=lambda r: r.seconds_per_row)[len(rounds) // 2]
 
 
-def run_alone(argv: Sequence[str], default_sizes: str, run: Callable[[str, list[int]], list[str]]) -> int:
+def run_alone(
+    argv: Sequence[str],
+    default_sizes: str,
+    measure: Callable[[str, list[int]], list[T]],
+    describe: Callable[[list[T]], list[str]],
+    rows: Callable[[list[T]], list[Row]],
+) -> int:
     """`python -m benchmarks.<growth bench> [SIZES]` against the bench database."""
     from benchmarks.consumer_throughput import database_url
     from services.settings import Settings
 
     sizes = [int(size) for size in (argv[0] if argv else default_sizes).split(",")]
-    print("\n".join(run(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)))
+    results = measure(database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)), sizes)
+    print("\n".join([*describe(results), *(str(row) for row in rows(results))]))
     return 0
 
 
@@ -324,13 +332,5 @@ def describe(results: Sequence[Measured]) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str]) -> int:
-    def run(url: str, sizes: list[int]) -> list[str]:
-        results = measure(url, sizes)
-        return [*describe(results), *(str(row) for row in rows(results))]
-
-    return run_alone(argv, "10000,1000000,10000000", run)
-
-
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(run_alone(sys.argv[1:], "10000,1000000,10000000", measure, describe, rows))

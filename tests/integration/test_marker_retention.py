@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 import psycopg
 
 from effectively_once.retention import MarkerPurger, purge_markers
+from tests.support.markers import backdated_markers, marker_count
 from tests.support.waiting import wait_for
 
 
-def _backdated_markers(url: str, consumer: str, count: int, days_old: int) -> list[str]:
-    ids = [str(uuid.uuid4()) for _ in range(count)]
-    with psycopg.connect(url) as connection, connection.cursor() as cursor:
-        cursor.executemany(
-            "INSERT INTO processed_message (consumer_name, message_id, processed_at) "
-            "VALUES (%s, %s, now() - make_interval(days => %s))",
-            [(consumer, message_id, days_old) for message_id in ids],
-        )
-    return ids
-
-
-def _count(url: str, consumer: str) -> int:
-    with psycopg.connect(url) as connection:
-        row = connection.execute(
-            "SELECT count(*) FROM processed_message WHERE consumer_name = %s", (consumer,)
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def test_only_markers_past_the_horizon_are_purged_in_bounded_batches(runtime_db: str, name: str) -> None:
-    _backdated_markers(runtime_db, name, 250, days_old=40)
-    _backdated_markers(runtime_db, name, 30, days_old=5)
+    backdated_markers(runtime_db, name, 250, days_old=40)
+    backdated_markers(runtime_db, name, 30, days_old=5)
     with psycopg.connect(runtime_db, autocommit=True) as connection:
         purged = purge_markers(connection, timedelta(days=30), batch_size=100, consumer_name=name)
     assert purged == 250
-    assert _count(runtime_db, name) == 30
+    assert marker_count(runtime_db, name) == 30
 
 
 def test_a_purge_records_how_far_it_went_and_never_moves_that_back(runtime_db: str, name: str) -> None:
@@ -55,7 +36,7 @@ def test_a_purge_skips_a_marker_another_transaction_holds_instead_of_waiting(
     runtime_db: str,
     name: str,
 ) -> None:
-    held, *_ = _backdated_markers(runtime_db, name, 10, days_old=40)
+    held, *_ = backdated_markers(runtime_db, name, 10, days_old=40)
     with psycopg.connect(runtime_db) as holder:
         holder.execute(
             "SELECT 1 FROM processed_message WHERE consumer_name = %s AND message_id = %s FOR UPDATE",
@@ -65,17 +46,17 @@ def test_a_purge_skips_a_marker_another_transaction_holds_instead_of_waiting(
             purger.execute("SET lock_timeout = '2s'")  # a wait would fail the test, not hang it
             assert purge_markers(purger, timedelta(days=30), batch_size=3, consumer_name=name) == 9
         holder.rollback()
-    assert _count(runtime_db, name) == 1
+    assert marker_count(runtime_db, name) == 1
 
 
 def test_the_purger_thread_purges_expired_markers_on_its_own(runtime_db: str, name: str) -> None:
-    _backdated_markers(runtime_db, name, 20, days_old=40)
-    fresh = _backdated_markers(runtime_db, name, 5, days_old=1)
+    backdated_markers(runtime_db, name, 20, days_old=40)
+    fresh = backdated_markers(runtime_db, name, 5, days_old=1)
     purger = MarkerPurger(
         lambda: psycopg.connect(runtime_db), name, timedelta(days=30), interval=timedelta(milliseconds=50)
     )
     purger.start()
     try:
-        wait_for(lambda: _count(runtime_db, name) == len(fresh), 30, "the purger's first round")
+        wait_for(lambda: marker_count(runtime_db, name) == len(fresh), 30, "the purger's first round")
     finally:
         purger.stop()

@@ -29,6 +29,7 @@ from effectively_once.safe_horizon import (
 )
 from infra.launcher import kafka_broker
 from services.settings import Settings
+from tests.support.markers import backdated_markers, marker_count
 from tests.support.waiting import wait_for
 
 HOUR = 3600.0
@@ -121,23 +122,6 @@ def _partition_of(settings: Settings, topic: str) -> int:
     raise AssertionError("nothing published")
 
 
-def _markers(url: str, consumer: str, count: int, days_old: int) -> None:
-    with psycopg.connect(url) as connection, connection.cursor() as cursor:
-        cursor.executemany(
-            "INSERT INTO processed_message (consumer_name, message_id, processed_at) "
-            "VALUES (%s, %s, now() - make_interval(days => %s))",
-            [(consumer, str(uuid.uuid4()), days_old) for _ in range(count)],
-        )
-
-
-def _count(url: str, consumer: str) -> int:
-    with psycopg.connect(url) as connection:
-        row = connection.execute(
-            "SELECT count(*) FROM processed_message WHERE consumer_name = %s", (consumer,)
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def _gauge(name: str, consumer: str) -> float | None:
     return REGISTRY.get_sample_value(name, {"consumer": consumer})
 
@@ -149,8 +133,8 @@ def test_the_purge_refuses_a_retention_shorter_than_a_dead_letter_that_can_still
     gone. The purger keeps every marker and says why; once the dead letter is gone, it purges."""
     events, dead_letters = _topic(settings, 7 * 86_400_000), _topic(settings, 60 * 86_400_000)
     _publish(settings, dead_letters, [_aged(35 * 24)])
-    _markers(runtime_db, name, 20, days_old=40)
-    _markers(runtime_db, name, 5, days_old=1)
+    backdated_markers(runtime_db, name, 20, days_old=40)
+    backdated_markers(runtime_db, name, 5, days_old=1)
     topics = [dead_letters]
 
     def weigh(horizon: timedelta) -> Verdict:
@@ -169,9 +153,9 @@ def test_the_purge_refuses_a_retention_shorter_than_a_dead_letter_that_can_still
     try:
         rounds = purger.rounds
         wait_for(lambda: purger.rounds >= rounds + 3, 30, "three refused rounds")
-        assert _count(runtime_db, name) == 25, "a refused purge deleted markers"
+        assert marker_count(runtime_db, name) == 25, "a refused purge deleted markers"
         topics.clear()  # the dead letter was dealt with: nothing older than the retention is left
-        wait_for(lambda: _count(runtime_db, name) == 5, 30, "the purge once it is safe")
+        wait_for(lambda: marker_count(runtime_db, name) == 5, 30, "the purge once it is safe")
     finally:
         purger.stop()
     assert _gauge("eo_marker_purge_refused", name) == 0
@@ -197,14 +181,14 @@ def test_a_weighed_purge_refuses_an_unsafe_retention_and_purges_nothing(
     settings: Settings, runtime_db: str, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     events = _topic(settings, 10 * 86_400_000)
-    _markers(runtime_db, name, 4, days_old=9)
+    backdated_markers(runtime_db, name, 4, days_old=9)
     weighed = ["--database-url", runtime_db, "--consumer", name, "--no-outbox", "--topic", events]
     weighed += ["--bootstrap-servers", settings.kafka_bootstrap_servers]
     with pytest.raises(SystemExit, match="refused, nothing purged"):
         cli.purge_main([*weighed, "--horizon-days", "8"])
-    assert _count(runtime_db, name) == 4
+    assert marker_count(runtime_db, name) == 4
     cli.purge_main([*weighed, "--horizon-days", "11"])
-    assert _count(runtime_db, name) == 4  # nothing is 11 days old: safe, and nothing to purge
+    assert marker_count(runtime_db, name) == 4  # nothing is 11 days old: safe, and nothing to purge
     assert "safe: " in capsys.readouterr().out
 
 
