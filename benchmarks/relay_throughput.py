@@ -25,6 +25,7 @@ from benchmarks.rows import table, write_json
 from effectively_once import schema as runtime_schema
 from effectively_once.faults import FaultPoints
 from effectively_once.outbox import add_to_outbox
+from effectively_once.relay import claim
 from effectively_once.relay.publish import producer_settings
 from effectively_once.relay.settings import RelaySettings
 from effectively_once.relay.worker import DatabaseRelay
@@ -56,8 +57,7 @@ def _unpublished(url: str) -> int:
     return int(row[0]) if row else 0
 
 
-def throughput(url: str, bootstrap: str, topic: str, rows: int) -> float:
-    """Rows per second, broker-confirmed and marked, draining a pre-filled outbox."""
+def _prefill(url: str, topic: str, rows: int) -> None:
     with psycopg.connect(url) as connection:
         connection.execute(
             """INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, topic, payload)
@@ -66,6 +66,29 @@ def throughput(url: str, bootstrap: str, topic: str, rows: int) -> float:
                  FROM generate_series(1, %s) AS n""",
             (topic, rows),
         )
+
+
+def sql_only_throughput(url: str, topic: str, rows: int) -> float:
+    """The relay's SQL-only twin: the same claim and mark statements on the same rows, in the
+    same transactions of RELAY_BATCH_SIZE, without Kafka: what the relay's rate is bounded by."""
+    _prefill(url, topic, rows)
+    settings = RelaySettings(KAFKA_BOOTSTRAP_SERVERS="unused:9092")
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as work:
+        while True:
+            with work.transaction():
+                claimed = claim.claim(work, settings.RELAY_KEYS_PER_BATCH, settings.RELAY_BATCH_SIZE)
+                if not claimed:
+                    break
+                claim.mark_published(work, [row.message_id for row in claimed])
+    elapsed = time.perf_counter() - started
+    assert _unpublished(url) == 0
+    return rows / elapsed
+
+
+def throughput(url: str, bootstrap: str, topic: str, rows: int) -> float:
+    """Rows per second, broker-confirmed and marked, draining a pre-filled outbox."""
+    _prefill(url, topic, rows)
     relay = _relay(url, bootstrap)
     started = time.perf_counter()
     with psycopg.connect(url, autocommit=True) as work:
@@ -136,6 +159,8 @@ def measure(rows: int, rate: int, seconds: float, system: Settings | None = None
     kafka_broker.ensure_topics(bootstrap, (topic,))
     _say(f"relay throughput: draining {rows} rows")
     drained = throughput(_outbox_schema(url), bootstrap, topic, rows)
+    _say(f"relay's SQL-only twin: the same claims and marks on {rows} rows, without Kafka")
+    twin = sql_only_throughput(_outbox_schema(url), topic, rows)
     _say(f"relay latency: {rate} events/s for {seconds:.0f} s")
     steady = latency(_outbox_schema(url), bootstrap, topic, rate, seconds)
     at = f"at {steady['achieved_rate']:,.0f} events/s"
@@ -149,6 +174,16 @@ def measure(rows: int, rate: int, seconds: float, system: Settings | None = None
             drained >= 10_000,
             f"{rows:,} rows, broker-confirmed and marked",
             drained / 10_000,
+        ),
+        BenchRow(
+            "relay",
+            "throughput ÷ SQL-only twin",
+            drained / twin,
+            "×",
+            "≥ 0.8×",
+            drained / twin >= 0.8,
+            f"twin {twin:,.0f} rows/s: the same claim and mark statements, no Kafka",
+            drained / twin / 0.8,
         ),
         BenchRow("relay", "latency p50", steady["p50_ms"], "ms", detail=f"commit to confirmed mark, {at}"),
         BenchRow(

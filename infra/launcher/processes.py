@@ -206,6 +206,14 @@ def prometheus_program(settings: Settings) -> Program:
     )
 
 
+DEMO_ASSIGNMENT = "range,roundrobin"
+"""The demo's consumers share each topic's partitions among a group's members (range). The
+runtime's default, cooperative-sticky, balances only the count: after its members rejoin one by
+one (a broker frozen past the session timeout), one member may hold every partition of a topic,
+and the labs' races, which need two members to get the same message at once, cannot happen.
+docs/consumer-runtime.md says more."""
+
+
 def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
     """The platform's own processes, each started with the project's Python."""
     panel_database = with_credentials(
@@ -292,6 +300,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
         if members:
             environment["CONSUMER_MEMBERS"] = str(members)
             environment["CONSUMER_WORKERS"] = str(settings.CONSUMER_WORKERS)
+            environment["CONSUMER_ASSIGNMENT"] = DEMO_ASSIGNMENT
         if name in ("payment-executor", "notification-dispatcher"):
             environment["PENDING_WORK_MAX_AGE_SECONDS"] = f"{settings.PENDING_WORK_MAX_AGE_SECONDS:g}"
             environment["PENDING_WORK_MAX_DELAY_SECONDS"] = f"{settings.PENDING_WORK_MAX_DELAY_SECONDS:g}"
