@@ -8,6 +8,7 @@ refuses exit 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -19,7 +20,7 @@ from . import schema
 from .redelivery_windows import read_windows
 from .relay.claim import purge_published
 from .retention import purge_markers
-from .safe_horizon import HorizonUnknown, Verdict, Window, duration, verdict
+from .safe_horizon import HorizonUnknown, Verdict, Window, describe, verdict
 
 
 def _database_url(given: str | None) -> str:
@@ -45,13 +46,9 @@ def _positive(text: str) -> float:
 
 def _window(text: str) -> Window:
     name, sep, hours = text.partition("=")
-    try:
-        return Window(name, _positive(hours) * 3600, "given") if sep and name else _not_a_window(text)
-    except argparse.ArgumentTypeError:
-        return _not_a_window(text)
-
-
-def _not_a_window(text: str) -> Window:
+    if sep and name:
+        with contextlib.suppress(argparse.ArgumentTypeError, ValueError):
+            return Window(name, _positive(hours) * 3600, "given")
     raise argparse.ArgumentTypeError(f"{text!r} is not NAME=HOURS (e.g. provider-keys=24)")
 
 
@@ -80,11 +77,7 @@ def _weigh(args: argparse.Namespace, consumer: str, horizon: timedelta) -> Verdi
 
 
 def _print_verdict(consumer: str, judged: Verdict) -> None:
-    print(f"redelivery windows for {consumer}:")
-    for window in judged.windows:
-        where = f" ({window.detail})" if window.detail else ""
-        print(f"  {window.source + where:<56} {'no limit' if window.seconds is None else duration(window.seconds)}")
-    print(("safe: " if judged.safe else "UNSAFE: ") + judged.reason())
+    print("\n".join([f"redelivery windows for {consumer}:", *describe(judged)]))
 
 
 def horizon_main(argv: Sequence[str] | None = None) -> None:

@@ -86,6 +86,18 @@ def verdict(configured: timedelta, windows: Iterable[Window]) -> Verdict:
     return Verdict(configured.total_seconds(), windows)
 
 
+def describe(judged: Verdict) -> list[str]:
+    """Each window on a line of its own (indented), then the verdict: what the horizon command and
+    `make horizon` print."""
+    lines = []
+    for window in judged.windows:
+        where = f" ({window.detail})" if window.detail else ""
+        length = "no limit" if window.seconds is None else duration(window.seconds)
+        lines.append(f"  {window.source + where:<58} {length}")
+    lines.append(("safe: " if judged.safe else "UNSAFE: ") + judged.reason())
+    return lines
+
+
 def duration(seconds: float) -> str:
     """A length of time as people read it: 45 s, 12 min, 6.0 h, 7.0 d."""
     if seconds < 120:

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from effectively_once.redelivery_windows import read_windows
 from effectively_once.runner import ConsumerSettings
-from effectively_once.safe_horizon import HorizonUnknown, Verdict, Window, duration, verdict
+from effectively_once.safe_horizon import HorizonUnknown, Verdict, Window, describe, duration, verdict
 from services.operator import act_as_operator
 from services.saga_contract import PROVIDER_KEY_LIFETIME
 from services.settings import Settings
@@ -66,11 +66,7 @@ def report(horizons: list[ConsumerHorizon]) -> list[str]:
         if horizon.verdict is None:
             lines.append(f"  UNKNOWN: {horizon.error}; the purge waits")
             continue
-        for window in horizon.verdict.windows:
-            where = f" ({window.detail})" if window.detail else ""
-            length = "no limit" if window.seconds is None else duration(window.seconds)
-            lines.append(f"  {window.source + where:<60} {length}")
-        lines.append(("  safe: " if horizon.safe else "  UNSAFE: ") + horizon.verdict.reason())
+        lines += [f"  {line}" for line in describe(horizon.verdict)]
     return lines
 
 
