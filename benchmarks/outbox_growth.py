@@ -22,13 +22,12 @@ from benchmarks.rows import Row
 from benchmarks.table_growth import (
     DAYS,
     SCHEMA,
+    PurgeCost,
     day_start,
     fresh_schema,
-    median_round,
     percentile,
-    purge_rounds,
+    purge_cost,
     run_alone,
-    table_bytes,
 )
 from effectively_once import schema
 from effectively_once.relay.claim import KEYS_WITH_WORK, purge_published
@@ -42,12 +41,7 @@ class Measured:
     published: int
     claim_p50_ms: float
     claim_p99_ms: float
-    purged: int
-    purge_us_per_row: float
-    bytes_before: int
-    bytes_after: int
-    dead_tuples_after: int
-    vacuum_seconds: float
+    purge: PurgeCost
 
 
 def _fill(connection: psycopg.Connection[Any], published: int, base: datetime) -> None:
@@ -84,24 +78,17 @@ def measure_one(url: str, published: int, say: Callable[[str], None]) -> Measure
             found = connection.execute(KEYS_WITH_WORK, {"scan": 500, "keys": 50}).fetchall()
             claims.append((time.perf_counter() - started) * 1000)
         assert len(found) == 50, found
-        bytes_before = table_bytes(connection, "outbox")
 
         def purge(days_ago: int) -> int:
             return purge_published(connection, datetime.now(UTC) - day_start(base, days_ago - 1))
 
-        median = median_round(purge_rounds(connection, "outbox", purge))
-        bytes_after = table_bytes(connection, "outbox")
+        purged = purge_cost(connection, "outbox", purge)
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
     return Measured(
         published,
         percentile(claims, 50),
         percentile(claims, 99),
-        median.rows,
-        median.seconds_per_row * 1e6,
-        bytes_before,
-        bytes_after,
-        median.dead_tuples,
-        median.vacuum_seconds,
+        purged,
     )
 
 
@@ -115,7 +102,7 @@ def rows(results: Sequence[Measured]) -> list[Row]:
         return []
     small, large = ordered[0], ordered[-1]
     claim = large.claim_p99_ms / small.claim_p99_ms
-    purge = large.purge_us_per_row / small.purge_us_per_row
+    purge = large.purge.us_per_row / small.purge.us_per_row
     sizes = f"{large.published / 1e6:g} M vs {small.published / 1e6:g} M published"
     return [
         Row("growth", "outbox: relay claim p99", claim, "×", "≤ 1.5×", claim <= 1.5, sizes, 1.5 / claim),
@@ -124,16 +111,9 @@ def rows(results: Sequence[Measured]) -> list[Row]:
 
 
 def describe(results: Sequence[Measured]) -> list[str]:
-    lines = [
-        f"{'published':>12}{'claim p50/p99 ms':>20}{'purged':>10}{'µs/row':>9}{'MB before→after':>20}"
-        f"{'dead':>10}{'vacuum s':>10}"
-    ]
+    lines = [f"{'published':>12}{'claim p50/p99 ms':>20}{PurgeCost.HEADER}"]
     for m in results:
-        lines.append(
-            f"{m.published:>12,}{m.claim_p50_ms:>9.3f}/{m.claim_p99_ms:<10.3f}{m.purged:>10,}{m.purge_us_per_row:>9.2f}"
-            f"{m.bytes_before / 1e6:>11.0f}→{m.bytes_after / 1e6:<8.0f}"
-            f"{m.dead_tuples_after:>10,}{m.vacuum_seconds:>10.2f}"
-        )
+        lines.append(f"{m.published:>12,}{m.claim_p50_ms:>9.3f}/{m.claim_p99_ms:<10.3f}{m.purge.columns()}")
     return lines
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -81,13 +81,7 @@ class Measured:
     applied_p99_ms: float
     duplicate_p50_ms: float
     duplicate_p99_ms: float
-    purged: int
-    purge_us_per_row: float
-    """Purge and the vacuum it calls for, per expired marker."""
-    bytes_before: int
-    bytes_after: int
-    dead_tuples_after: int
-    vacuum_seconds: float
+    purge: PurgeCost
 
 
 def day_start(base: datetime, days_ago: int) -> datetime:
@@ -129,8 +123,41 @@ def purge_rounds(connection: psycopg.Connection[Any], table: str, purge: Callabl
     return rounds
 
 
-def median_round(rounds: list[PurgeRound]) -> PurgeRound:
-    return sorted(rounds, key=lambda r: r.seconds_per_row)[len(rounds) // 2]
+@dataclass(frozen=True)
+class PurgeCost:
+    """Expiring one day: the median of PURGED_DAYS rounds, and the table's bytes before and after."""
+
+    rows: int
+    us_per_row: float
+    """Purge and the vacuum it calls for, per expired row."""
+    bytes_before: int
+    bytes_after: int
+    dead_tuples: int
+    """Left by the purge, for the vacuum to remove."""
+    vacuum_seconds: float
+
+    HEADER: ClassVar[str] = f"{'purged':>10}{'µs/row':>9}{'MB before→after':>20}{'dead':>10}{'vacuum s':>10}"
+
+    def columns(self) -> str:
+        return (
+            f"{self.rows:>10,}{self.us_per_row:>9.2f}{self.bytes_before / 1e6:>11.0f}→{self.bytes_after / 1e6:<8.0f}"
+            f"{self.dead_tuples:>10,}{self.vacuum_seconds:>10.2f}"
+        )
+
+
+def purge_cost(connection: psycopg.Connection[Any], table: str, purge: Callable[[int], int]) -> PurgeCost:
+    """The PURGED_DAYS oldest days expired one after another; the median round by cost per row."""
+    bytes_before = table_bytes(connection, table)
+    rounds = purge_rounds(connection, table, purge)
+    median = sorted(rounds, key=lambda r: r.seconds_per_row)[len(rounds) // 2]
+    return PurgeCost(
+        median.rows,
+        median.seconds_per_row * 1e6,
+        bytes_before,
+        table_bytes(connection, table),
+        median.dead_tuples,
+        median.vacuum_seconds,
+    )
 
 
 def run_alone(
@@ -256,11 +283,7 @@ def measure_one(url: str, design: Design, markers: int, say: Callable[[str], Non
             design.claim,
             [{"id": _md5(n), "at": base - timedelta(seconds=n * step)} for n in picks],
         )
-        bytes_before = table_bytes(connection, design.table)
-        median = median_round(
-            purge_rounds(connection, design.table, lambda days_ago: _purge(connection, design, base, days_ago))
-        )
-        bytes_after = table_bytes(connection, design.table)
+        purged = purge_cost(connection, design.table, lambda days_ago: _purge(connection, design, base, days_ago))
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
     assert len(applied) == SAMPLES
     return Measured(
@@ -270,12 +293,7 @@ def measure_one(url: str, design: Design, markers: int, say: Callable[[str], Non
         percentile(applied, 99),
         percentile(duplicate, 50),
         percentile(duplicate, 99),
-        median.rows,
-        median.seconds_per_row * 1e6,
-        bytes_before,
-        bytes_after,
-        median.dead_tuples,
-        median.vacuum_seconds,
+        purged,
     )
 
 
@@ -298,7 +316,7 @@ def rows(results: Sequence[Measured]) -> list[Row]:
         claim = large.applied_p99_ms / small.applied_p99_ms
         duplicate = large.duplicate_p99_ms / small.duplicate_p99_ms
         mid = next((m for m in mine if m.markers == 1_000_000), mine[-2] if len(mine) > 2 else small)
-        purge = large.purge_us_per_row / mid.purge_us_per_row
+        purge = large.purge.us_per_row / mid.purge.us_per_row
         size = f"{large.markers / 1e6:g} M vs {small.markers / 1e3:g} k"
         out += [
             Row("growth", f"{design.name}: claim p99", claim, "×", "≤ 1.5×", claim <= 1.5, size, 1.5 / claim),
@@ -318,16 +336,11 @@ def rows(results: Sequence[Measured]) -> list[Row]:
 
 
 def describe(results: Sequence[Measured]) -> list[str]:
-    lines = [
-        f"{'design':<20}{'markers':>12}{'applied p50/p99 ms':>22}{'dup p50/p99 ms':>20}"
-        f"{'purged':>10}{'µs/row':>9}{'MB before→after':>20}{'dead':>10}{'vacuum s':>10}"
-    ]
+    lines = [f"{'design':<20}{'markers':>12}{'applied p50/p99 ms':>22}{'dup p50/p99 ms':>20}{PurgeCost.HEADER}"]
     for m in results:
         lines.append(
             f"{m.design:<20}{m.markers:>12,}{m.applied_p50_ms:>11.3f}/{m.applied_p99_ms:<10.3f}"
-            f"{m.duplicate_p50_ms:>9.3f}/{m.duplicate_p99_ms:<10.3f}{m.purged:>10,}{m.purge_us_per_row:>9.2f}"
-            f"{m.bytes_before / 1e6:>11.0f}→{m.bytes_after / 1e6:<8.0f}"
-            f"{m.dead_tuples_after:>10,}{m.vacuum_seconds:>10.2f}"
+            f"{m.duplicate_p50_ms:>9.3f}/{m.duplicate_p99_ms:<10.3f}{m.purge.columns()}"
         )
     return lines
 
