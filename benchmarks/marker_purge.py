@@ -17,8 +17,9 @@ def measure(url: str, markers: int = 200_000) -> float:
     name = f"bench-purge-{uuid.uuid4().hex[:8]}-v1"
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(
-            """INSERT INTO processed_message (consumer_name, message_id, processed_at)
-               SELECT %s, 'purge-' || n, now() - interval '40 days' FROM generate_series(1, %s) AS n""",
+            """INSERT INTO processed_message (consumer_name, message_id, occurred_at, processed_at)
+               SELECT %s, 'purge-' || n, now() - interval '40 days', now() - interval '40 days'
+                 FROM generate_series(1, %s) AS n""",
             (name, markers),
         )
         started = time.perf_counter()

@@ -29,12 +29,16 @@ Handler = Callable[[Envelope, Connection], None]
 BulkHandler = Callable[[Sequence[Envelope], Connection], None]
 """Optional, for batched mode: the same logic for a run of claimed events of one type, in order."""
 
+_LEGACY = "NOT EXISTS (SELECT FROM processed_message_legacy l WHERE l.consumer_name = {} AND l.message_id = {})"
 CLAIM = (
-    "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s) "
+    "INSERT INTO processed_message (consumer_name, message_id, occurred_at) SELECT m.c, m.id, m.at "
+    f"FROM (VALUES (%s, %s, %s::timestamptz)) AS m (c, id, at) WHERE {_LEGACY.format('m.c', 'm.id')} "
     "ON CONFLICT DO NOTHING RETURNING message_id"
 )
+"""Consumer, message id, occurred_at: markers are partitioned by day of occurrence (see 0005_*.sql)."""
 CLAIM_MANY = (
-    "INSERT INTO processed_message (consumer_name, message_id) SELECT %s, unnest(%s::text[]) "
+    "INSERT INTO processed_message (consumer_name, message_id, occurred_at) SELECT k.c, m.id, m.at FROM (VALUES "
+    f"(%s)) AS k (c), unnest(%s::text[], %s::timestamptz[]) AS m (id, at) WHERE {_LEGACY.format('k.c', 'm.id')} "
     "ON CONFLICT DO NOTHING RETURNING message_id"
 )
 
@@ -49,7 +53,7 @@ class Attempt:
 
     connection: Connection
     consumer_name: str
-    claim: Callable[[str], bool]
+    claim: Callable[[Envelope], bool]
     """`claim` below, for this connection, consumer and isolation level (and timed)."""
     hit: Callable[[str], None]
     bulk_handlers: Mapping[str, BulkHandler]
@@ -70,21 +74,17 @@ def transaction(connection: Connection) -> Iterator[None]:
     connection.commit()
 
 
-def claim(connection: Connection, consumer_name: str, message_id: str, begin: bytes) -> bool:
-    """Claim the marker: True when this transaction owns the message, False for a duplicate.
-
-    As the transaction's first statement, BEGIN and the claim travel as one simple-protocol query
-    (the values escaped by libpq): one round trip fewer on every message. The SQL is CLAIM's.
-    """
+def claim(connection: Connection, consumer_name: str, event: Envelope, begin: bytes) -> bool:
+    """Claim the marker: True when this transaction owns the message, False for a duplicate. As
+    the transaction's first statement, BEGIN and CLAIM travel as one simple-protocol query (the
+    values escaped by libpq): one round trip fewer on every message."""
     pgconn = connection.pgconn
+    row = (consumer_name, event.message_id, event.occurred_at.isoformat())
     if pgconn.transaction_status != TransactionStatus.IDLE:
-        return connection.execute(CLAIM, (consumer_name, message_id)).fetchone() is not None
+        return connection.execute(CLAIM, row).fetchone() is not None
     escape, encoding = Escaping(pgconn), connection.info.encoding
-    values = [escape.escape_literal(text.encode(encoding)) for text in (consumer_name, message_id)]
-    result = pgconn.exec_(
-        b"%s; INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s) "
-        b"ON CONFLICT DO NOTHING RETURNING message_id" % (begin, *values)
-    )
+    values = tuple(escape.escape_literal(text.encode(encoding)) for text in row)
+    result = pgconn.exec_(begin + b"; " + CLAIM.encode() % values)
     if result.status != ExecStatus.TUPLES_OK:
         message = (result.error_message or b"").decode(errors="replace").strip()
         sqlstate = result.error_field(DiagnosticField.SQLSTATE)
@@ -150,7 +150,7 @@ class CorrectPath:
         """One attempt at one message: APPLIED or DUPLICATE once COMMIT returned; raises otherwise."""
         with transaction(run.connection):
             run.hit("before_claim")
-            if not run.claim(event.message_id):
+            if not run.claim(event):
                 return Outcome.DUPLICATE  # the empty transaction commits
             run.hit("after_claim")
             call_handler(handler, event, run.connection)
@@ -162,8 +162,8 @@ class CorrectPath:
         outcomes: list[Outcome] = []
         with transaction(run.connection):
             run.hit("before_claim")
-            ids = [event.message_id for event in events]
-            unclaimed = {row[0] for row in run.connection.execute(CLAIM_MANY, (run.consumer_name, ids))}
+            ids, times = [event.message_id for event in events], [event.occurred_at for event in events]
+            unclaimed = {row[0] for row in run.connection.execute(CLAIM_MANY, (run.consumer_name, ids, times))}
             claimed: list[tuple[Envelope, Handler]] = []
             for event, handler in zip(events, handlers, strict=True):
                 if event.message_id in unclaimed:

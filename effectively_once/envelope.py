@@ -1,7 +1,8 @@
 """The event envelope: what every message on every topic carries, validated on the way in.
 
 A producer gives each event a message id once, at birth, and keeps it forever: through relay
-retries, replays and dead-letter re-drives. Consumers deduplicate on it.
+retries, replays and dead-letter re-drives. Consumers deduplicate on it, with the time it
+occurred (`occurred_at`), which is written once with it and partitions the markers by day.
 """
 
 from __future__ import annotations

@@ -15,6 +15,19 @@ from .cached_reading import CachedReading
 log = logging.getLogger(__name__)
 
 
+READING = """
+SELECT (SELECT count(*) FROM processed_message WHERE consumer_name = %(c)s)
+       + (SELECT count(*) FROM processed_message_legacy WHERE consumer_name = %(c)s),
+       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('processed_message'))
+       + pg_total_relation_size('processed_message_legacy'),
+       coalesce(extract(epoch FROM now() - least(
+           (SELECT min(occurred_at) FROM processed_message WHERE consumer_name = %(c)s),
+           (SELECT min(processed_at) FROM processed_message_legacy WHERE consumer_name = %(c)s))), 0)
+"""
+"""This consumer's markers, the table's bytes (every day's partition, and the markers from before
+partitioning) and the age of its oldest marker (by its message's occurred_at, as retention goes)."""
+
+
 class MarkerTableCollector(Collector):
     def __init__(self, database_url: str, consumer_name: str, every_seconds: float = 15) -> None:
         self._url = database_url
@@ -24,13 +37,7 @@ class MarkerTableCollector(Collector):
     def _read(self) -> tuple[float, float, float] | None:
         try:
             with psycopg.connect(self._url, connect_timeout=2, autocommit=True) as connection:
-                row = connection.execute(
-                    "SELECT (SELECT count(*) FROM processed_message WHERE consumer_name = %(c)s), "
-                    "pg_total_relation_size('processed_message'), "
-                    "coalesce(extract(epoch FROM now() - (SELECT min(processed_at) FROM processed_message "
-                    "WHERE consumer_name = %(c)s)), 0)",
-                    {"c": self._consumer},
-                ).fetchone()
+                row = connection.execute(READING, {"c": self._consumer}).fetchone()
         except psycopg.Error as error:  # the last figures stand; the scrape goes on
             log.debug("marker table size unavailable: %s", error)
             return None

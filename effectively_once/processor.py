@@ -289,9 +289,9 @@ class MessageProcessor:
     def _attempt_for(self, connection: Connection) -> Attempt:
         consumer_name = self.config.consumer_name
 
-        def timed_claim(message_id: str) -> bool:
+        def timed_claim(event: Envelope) -> bool:
             started = time.perf_counter()
-            claimed = claim(connection, consumer_name, message_id, self._begin)
+            claimed = claim(connection, consumer_name, event, self._begin)
             self._claim_wait_seconds.observe(time.perf_counter() - started)
             return claimed
 

@@ -1,42 +1,83 @@
-"""Marker retention: markers older than the horizon are purged in small batches, never when the
-horizon is shorter than what could still be delivered again (safe_horizon.py).
+"""Marker retention: markers older than the horizon go, never when the horizon is shorter than
+what could still be delivered again (safe_horizon.py).
 
-Each batch is its own short transaction and skips rows another transaction holds (SKIP LOCKED),
-so a purge never makes a consumer wait for long. The same horizon makes the processor refuse
-messages older than it (dead-lettered as beyond the dedup horizon): their markers may be gone.
+Markers are partitioned by the UTC day their message occurred (migration 0005). A day that ended
+before the horizon is dropped whole when it holds no other consumer's markers: no dead tuples, no
+vacuum, the bytes returned at once. Otherwise, and for the default partition and the legacy table,
+rows go in small batches, each its own short transaction that skips rows another transaction
+holds (SKIP LOCKED). Within a day not yet over, markers wait for the day to end (so they are kept
+for the horizon plus at most a day), unless the horizon is shorter than a day (a lab), when they
+go row by row. The same horizon makes the processor refuse messages older than it
+(dead-lettered as beyond the dedup horizon): their markers may be gone.
+
+`upkeep` creates the partitions of today and the next two days ahead of the claims that need
+them; a day without one falls into the default partition, and moves out when its day is created.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.abc import Params
 
 from . import metrics
 from .safe_horizon import OLDEST_DEAD_LETTER, HorizonUnknown, Verdict
 
 log = logging.getLogger(__name__)
 
-PURGE = """
-DELETE FROM processed_message
+DAYS_AHEAD = 2
+"""Day partitions made ready beyond today."""
+LOCK_TIMEOUT = "2s"
+"""How long a purge waits for a lock (dropping a day locks the table) before leaving it for the next round."""
+DAY_PARTITION = re.compile(r"^processed_message_(\d{8})$")
+
+BATCH_DELETE = """
+DELETE FROM {table}
  WHERE ctid = ANY(ARRAY(
-       SELECT ctid FROM processed_message
-        WHERE processed_at < now() - %(horizon)s
+       SELECT ctid FROM {table}
+        WHERE {time} < %(cutoff)s
           AND (%(consumer)s::text IS NULL OR consumer_name = %(consumer)s)
         LIMIT %(batch)s
           FOR UPDATE SKIP LOCKED))
 """
 
 RECORD = """
-INSERT INTO marker_retention (consumer_name, purged_through) VALUES (%(consumer)s, now() - %(horizon)s)
+INSERT INTO marker_retention (consumer_name, purged_through) VALUES (%(consumer)s, %(cutoff)s)
 ON CONFLICT (consumer_name) DO UPDATE
    SET purged_through = greatest(marker_retention.purged_through, excluded.purged_through), updated_at = now()
 """
+
+DAYS = """
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'processed_message'::regclass ORDER BY c.relname
+"""
+
+
+def upkeep(connection: psycopg.Connection[Any], days_ahead: int = DAYS_AHEAD) -> None:
+    """Create the day partitions of today and `days_ahead` days after it (UTC), where missing."""
+    with connection.transaction():
+        connection.execute(
+            "SELECT processed_message_day((now() AT TIME ZONE 'UTC')::date + ahead) FROM generate_series(0, %s) ahead",
+            (days_ahead,),
+        )
+
+
+def day_partitions(connection: psycopg.Connection[Any]) -> list[tuple[str, date]]:
+    """The day partitions (name, UTC day), oldest first."""
+    found = []
+    for (name,) in connection.execute(DAYS):
+        match = DAY_PARTITION.match(name)
+        if match:
+            found.append((name, datetime.strptime(match.group(1), "%Y%m%d").replace(tzinfo=UTC).date()))
+    return found
 
 
 def purge_markers(
@@ -45,29 +86,97 @@ def purge_markers(
     batch_size: int = 1000,
     consumer_name: str | None = None,
 ) -> int:
-    """Delete markers older than `horizon`, `batch_size` at a time; return how many went.
+    """Purge markers older than `horizon` (every consumer's, or one's); return how many went.
 
     For one consumer, how far its markers were purged is recorded first (`marker_retention`), so
     the auditor can tell an effect whose marker retention removed from one whose marker is missing.
+    The connection must be in autocommit mode: each step is its own short transaction.
     """
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    if not connection.autocommit:
+        raise ValueError("purge_markers needs an autocommit connection: each batch is its own transaction")
+    cutoff = _fetch(connection, "SELECT now() - %s::interval", (horizon,))
     if consumer_name is not None:
         with connection.transaction():
-            connection.execute(RECORD, {"consumer": consumer_name, "horizon": horizon})
+            connection.execute(RECORD, {"consumer": consumer_name, "cutoff": cutoff})
+    upkeep(connection)
+    total = 0
+    for name, day in day_partitions(connection):
+        ends = datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC)
+        if ends <= cutoff:
+            total += _expire_day(connection, name, consumer_name, cutoff, batch_size)
+        elif horizon < timedelta(days=1) and ends - timedelta(days=1) < cutoff:
+            total += _in_batches(connection, name, "occurred_at", cutoff, consumer_name, batch_size)
+    total += _in_batches(connection, "processed_message_default", "occurred_at", cutoff, consumer_name, batch_size)
+    if _legacy_is_table(connection):
+        total += _in_batches(connection, "processed_message_legacy", "processed_at", cutoff, consumer_name, batch_size)
+        _retire_legacy(connection)
+    return total
+
+
+def _fetch(connection: psycopg.Connection[Any], query: str | sql.Composed, params: Params = ()) -> Any:
+    row = connection.execute(query, params).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def _expire_day(
+    connection: psycopg.Connection[Any], name: str, consumer: str | None, cutoff: datetime, batch_size: int
+) -> int:
+    """Drop a day that ended before the horizon when no other consumer's markers are in it (their
+    horizon may be longer); else delete this consumer's rows of it in batches."""
+    table = sql.Identifier(name)
+    others = sql.SQL("SELECT EXISTS (SELECT FROM {} WHERE consumer_name < %(c)s OR consumer_name > %(c)s)")
+    if consumer is None or not _fetch(connection, others.format(table), {"c": consumer}):
+        rows = _fetch(connection, sql.SQL("SELECT count(*) FROM {}").format(table))
+        try:
+            with connection.transaction():
+                connection.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+                connection.execute("LOCK TABLE processed_message IN ACCESS EXCLUSIVE MODE")
+                if consumer is None or not _fetch(connection, others.format(table), {"c": consumer}):
+                    connection.execute(sql.SQL("DROP TABLE {}").format(table))
+                    return int(rows)
+        except psycopg.errors.LockNotAvailable:
+            log.info("the markers of %s wait for the next round: the table was busy", name)
+            return 0
+    return _in_batches(connection, name, "occurred_at", cutoff, consumer, batch_size)
+
+
+def _in_batches(
+    connection: psycopg.Connection[Any], name: str, column: str, cutoff: datetime, consumer: str | None, batch: int
+) -> int:
+    statement = sql.SQL(BATCH_DELETE).format(table=sql.Identifier(name), time=sql.Identifier(column))
     total = 0
     while True:
         with connection.transaction():
-            deleted = connection.execute(
-                PURGE, {"horizon": horizon, "consumer": consumer_name, "batch": batch_size}
-            ).rowcount
+            deleted = connection.execute(statement, {"cutoff": cutoff, "consumer": consumer, "batch": batch}).rowcount
         total += deleted
-        if deleted < batch_size:
+        if deleted < batch:
             return total
 
 
+def _legacy_is_table(connection: psycopg.Connection[Any]) -> bool:
+    kind = connection.execute(
+        "SELECT relkind FROM pg_class WHERE oid = to_regclass('processed_message_legacy')"
+    ).fetchone()
+    return kind is not None and kind[0] == "r"
+
+
+def _retire_legacy(connection: psycopg.Connection[Any]) -> None:
+    """Once the markers from before partitioning are all gone, their table becomes an empty view."""
+    try:
+        with connection.transaction():
+            connection.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+            if _fetch(connection, "SELECT processed_message_retire_legacy()"):
+                log.info("the markers from before partitioning are all gone: their table is retired")
+    except psycopg.errors.LockNotAvailable:
+        pass  # the next round tries again
+
+
 class MarkerPurger:
-    """Purges one consumer's expired markers every `interval`, on a connection of its own.
+    """Purges one consumer's expired markers every `interval`, on a connection of its own, and
+    keeps the day partitions of the next days ready (`upkeep`), whether it purges or not.
 
     With `check` (the runner gives it one that reads Kafka), each round first weighs the horizon
     against what could still be delivered again, and purges nothing when the horizon is shorter or
@@ -141,7 +250,14 @@ class MarkerPurger:
                 self.rounds += 1
 
     def _round(self) -> None:
-        if self.safe_to_purge():
+        if not self.safe_to_purge():
+            try:  # the days ahead are made ready even while the purge is refused
+                with self._connect() as connection:
+                    connection.autocommit = True
+                    upkeep(connection)
+            except psycopg.Error as error:
+                log.warning("marker partition upkeep failed: %s", error, extra={"consumer": self._consumer_name})
+        else:
             try:
                 with self._connect() as connection:
                     connection.autocommit = True

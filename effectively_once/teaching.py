@@ -42,7 +42,8 @@ class CheckThenAct(_OneAtATime):
                 return Outcome.DUPLICATE
             run.hit("after_check")
             call_handler(handler, event, run.connection)
-            run.connection.execute(CLAIM, (run.consumer_name, event.message_id))  # the conflict is ignored
+            marker = (run.consumer_name, event.message_id, event.occurred_at)
+            run.connection.execute(CLAIM, marker)  # the conflict is ignored
             run.hit("before_commit")
         return Outcome.APPLIED
 
@@ -54,7 +55,7 @@ class MarkerBeforeInSeparateTransaction(_OneAtATime):
 
     def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
         with transaction(run.connection):
-            if not run.claim(event.message_id):
+            if not run.claim(event):
                 return Outcome.DUPLICATE
         run.hit("between_transactions")
         with transaction(run.connection):
@@ -76,7 +77,7 @@ class MarkerAfterInSeparateTransaction(_OneAtATime):
             run.hit("before_commit")
         run.hit("between_transactions")
         with transaction(run.connection):
-            run.connection.execute(CLAIM, (run.consumer_name, event.message_id))
+            run.connection.execute(CLAIM, (run.consumer_name, event.message_id, event.occurred_at))
         return Outcome.APPLIED
 
 
@@ -96,7 +97,8 @@ class MessageIdOnlyKey(_OneAtATime):
 
     def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
         with transaction(run.connection):
-            if not run.connection.execute(CLAIM, (MESSAGE_ID_ONLY_CONSUMER, event.message_id)).fetchone():
+            marker = (MESSAGE_ID_ONLY_CONSUMER, event.message_id, event.occurred_at)
+            if not run.connection.execute(CLAIM, marker).fetchone():
                 return Outcome.DUPLICATE
             run.hit("after_claim")
             call_handler(handler, event, run.connection)

@@ -282,6 +282,8 @@ def _markers_with_effects(
         service,
         f"""SELECT 'marker', message_id::text, NULL::timestamptz FROM processed_message
              WHERE consumer_name = '{consumer}'
+            UNION ALL SELECT 'marker', message_id, NULL FROM processed_message_legacy
+             WHERE consumer_name = '{consumer}'
             UNION ALL SELECT 'effect', effect::text, NULL FROM ({effects_sql}) AS effects (effect)
             UNION ALL SELECT 'purged', NULL, purged_through FROM marker_retention WHERE consumer_name = '{consumer}'""",
     )

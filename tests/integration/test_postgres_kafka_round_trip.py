@@ -61,7 +61,7 @@ def test_message_round_trips_through_kafka_into_postgres_with_offset_committed_a
                 message_id = (message.value() or b"").decode()
                 with connection.transaction():
                     connection.execute(
-                        "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)",
+                        "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, now())",
                         (consumer_name, message_id),
                     )
                 # Acknowledge only once the transaction has committed.

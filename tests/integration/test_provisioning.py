@@ -50,14 +50,16 @@ def test_the_auditor_reads_every_service_table_and_writes_none(settings: Setting
     with psycopg.connect(settings.auditor_database_url(inventory)) as connection:
         connection.execute("SELECT count(*) FROM processed_message").fetchone()
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            connection.execute("INSERT INTO processed_message (consumer_name, message_id) VALUES ('x', 'y')")
+            connection.execute(
+                "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES ('x', 'y', now())"
+            )
 
 
 def test_the_marker_table_refuses_empty_and_duplicate_keys(settings: Settings) -> None:
     url = settings.service_database_url(database("payment"))
     consumer, message = f"provisioning-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     with psycopg.connect(url, autocommit=True) as connection:
-        insert = "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)"
+        insert = "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, '2026-12-01Z')"
         connection.execute(insert, (consumer, message))
         with pytest.raises(psycopg.errors.UniqueViolation):
             connection.execute(insert, (consumer, message))

@@ -16,8 +16,13 @@ import type { PoolClient, QueryResult, QueryResultRow } from "pg";
 
 import type { Envelope } from "./envelope.js";
 
+/** Consumer, message id and the message's occurred_at: markers are partitioned by the day their
+ * message occurred, so the key holds it. Markers from before that partitioning stay in
+ * processed_message_legacy until retention empties it (an empty view then, which costs nothing). */
 export const CLAIM =
-  "INSERT INTO processed_message (consumer_name, message_id) VALUES ($1, $2) " +
+  "INSERT INTO processed_message (consumer_name, message_id, occurred_at) " +
+  "SELECT m.c, m.id, m.at FROM (VALUES ($1::text, $2::text, $3::timestamptz)) AS m (c, id, at) " +
+  "WHERE NOT EXISTS (SELECT FROM processed_message_legacy l WHERE l.consumer_name = m.c AND l.message_id = m.id) " +
   "ON CONFLICT DO NOTHING RETURNING message_id";
 
 export const ISOLATION_LEVELS = ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"] as const;
@@ -88,7 +93,7 @@ export async function attempt(run: Attempt, event: Envelope, handler: Handler): 
   try {
     await run.hit("before_claim");
     const started = performance.now();
-    const claimed = await client.query(CLAIM, [run.consumerName, event.messageId]);
+    const claimed = await client.query(CLAIM, [run.consumerName, event.messageId, event.occurredAt]);
     run.onClaim((performance.now() - started) / 1000);
     if (claimed.rowCount === 0) {
       await client.query("COMMIT"); // the empty transaction

@@ -27,8 +27,17 @@ import org.springframework.transaction.annotation.Transactional;
  */
 @Service
 public class MessageTransaction {
+  /**
+   * Consumer, message id and the message's occurred_at: markers are partitioned by the day their
+   * message occurred, so the key holds it. Markers from before that partitioning stay in
+   * processed_message_legacy until retention empties it (an empty view then, which costs nothing).
+   */
   static final String CLAIM =
-      "INSERT INTO processed_message (consumer_name, message_id) VALUES (?, ?) ON CONFLICT DO NOTHING";
+      "INSERT INTO processed_message (consumer_name, message_id, occurred_at)"
+          + " SELECT m.c, m.id, m.at FROM (VALUES (?, ?, ?::timestamptz)) AS m (c, id, at)"
+          + " WHERE NOT EXISTS (SELECT FROM processed_message_legacy l"
+          + " WHERE l.consumer_name = m.c AND l.message_id = m.id)"
+          + " ON CONFLICT DO NOTHING";
 
   /** The handler ended the transaction: the message fails (dead-lettered). */
   public static final class HandlerBrokeTransaction extends RuntimeException {
@@ -68,7 +77,7 @@ public class MessageTransaction {
   public Outcome apply(Envelope event, Handler handler) throws SQLException {
     faults.hit("before_claim");
     long started = System.nanoTime();
-    int claimed = jdbc.update(CLAIM, consumerName, event.messageId());
+    int claimed = jdbc.update(CLAIM, consumerName, event.messageId(), event.occurredAt());
     metrics.claimWait(Duration.ofNanos(System.nanoTime() - started));
     if (claimed == 0) {
       return Outcome.DUPLICATE; // the empty transaction commits
