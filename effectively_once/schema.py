@@ -18,7 +18,8 @@ import psycopg
 from psycopg import sql
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-"""The runtime's migrations: processed_message, outbox, consumer_setting, marker_retention."""
+"""The runtime's migrations: processed_message, outbox, consumer_setting, marker_retention, and
+both tables partitioned by day."""
 NAMESPACE = "runtime"
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 LOCK = 7_301_001
@@ -94,7 +95,13 @@ def migrate(
 
 
 def grant_relay(connection: psycopg.Connection[Any], role: str) -> None:
-    """Let `role` (the relay's) read, mark and purge outbox rows, and nothing else."""
+    """Let `role` (the relay's) read, mark and purge outbox rows, and create and drop the outbox's
+    day partitions through the owner's two functions (migration 0006), and nothing else."""
     if not role:
         raise ValueError("the relay's role must be named")
     connection.execute(sql.SQL("GRANT SELECT, UPDATE, DELETE ON outbox TO {}").format(sql.Identifier(role)))
+    connection.execute(
+        sql.SQL("GRANT EXECUTE ON FUNCTION outbox_upkeep(), outbox_drop_day(date, timestamptz) TO {}").format(
+            sql.Identifier(role)
+        )
+    )

@@ -12,7 +12,7 @@ failure (the rows after it wait for it). The locks go with COMMIT, after the mar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -73,11 +73,19 @@ SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
 
 PURGE_PUBLISHED = """
 DELETE FROM outbox
- WHERE ctid = ANY(ARRAY(
-       SELECT ctid FROM outbox
-        WHERE published_at < now() - %(horizon)s
-        LIMIT %(batch)s
-          FOR UPDATE SKIP LOCKED))
+ USING (SELECT message_id, created_at FROM outbox
+         WHERE published_at < %(cutoff)s AND created_at < %(created_before)s
+         LIMIT %(batch)s
+           FOR UPDATE SKIP LOCKED) AS expired
+ WHERE outbox.message_id = expired.message_id AND outbox.created_at = expired.created_at
+"""
+"""Published rows past the horizon that a dropped day did not take: those of a day that kept a row
+not yet published, and of the default partition. By key, not by ctid: a ctid is unique only
+within one partition."""
+
+OUTBOX_DAYS = """
+SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+ WHERE i.inhparent = 'outbox'::regclass AND c.relname ~ '^outbox_[0-9]{8}$' ORDER BY c.relname
 """
 
 
@@ -139,12 +147,36 @@ def backlog(connection: Connection) -> tuple[int, float]:
 
 
 def purge_published(connection: Connection, horizon: timedelta, batch_size: int = 1000) -> int:
-    """Delete rows published longer ago than `horizon`, `batch_size` per transaction (each
-    skipping rows another holds); return how many went. Unpublished rows are never touched."""
+    """Purge rows published longer ago than `horizon`; return how many went. Unpublished rows are
+    never touched. The outbox is partitioned by the day rows were created (migration 0006):
+
+    - each day that ended before the horizon, every row of it published before, is dropped whole;
+    - the rest past the horizon go `batch_size` per transaction (each skipping rows another holds):
+      rows of the default partition, and of a day still there a day after its turn came (it kept
+      a row not yet published). A day's rows wait for its turn, and a day whose last rows were
+      published after its end waits for those to pass the horizon too, so days are dropped, not
+      deleted row by row. A horizon under a day (a lab) deletes every row past it at once.
+
+    First, the partitions of today and the next two days are made ready (`outbox_upkeep`)."""
+    with connection.transaction():
+        connection.execute("SELECT outbox_upkeep()")
+    row = connection.execute("SELECT now() - %s::interval", (horizon,)).fetchone()
+    assert row is not None
+    cutoff: datetime = row[0]
     total = 0
+    for (name,) in connection.execute(OUTBOX_DAYS).fetchall():
+        day = datetime.strptime(name.removeprefix("outbox_"), "%Y%m%d").replace(tzinfo=UTC)
+        if day + timedelta(days=1) <= cutoff:
+            with connection.transaction():
+                dropped = connection.execute("SELECT outbox_drop_day(%s, %s)", (day.date(), cutoff)).fetchone()
+            total += (dropped[0] if dropped else None) or 0
+    day_of_cutoff = cutoff.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    created_before = cutoff if horizon < timedelta(days=1) else day_of_cutoff - timedelta(days=1)
     while True:
         with connection.transaction():
-            deleted = connection.execute(PURGE_PUBLISHED, {"horizon": horizon, "batch": batch_size}).rowcount
+            deleted = connection.execute(
+                PURGE_PUBLISHED, {"cutoff": cutoff, "created_before": created_before, "batch": batch_size}
+            ).rowcount
         total += deleted
         if deleted < batch_size:
             return total

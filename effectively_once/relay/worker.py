@@ -152,7 +152,7 @@ class DatabaseRelay:
             self.purge(work)
 
     def purge(self, work: Connection) -> int:
-        """Delete rows published longer ago than the retention horizon, 1,000 per transaction."""
+        """Purge rows published longer ago than the retention horizon (claim.purge_published)."""
         total = claim.purge_published(work, timedelta(hours=self._settings.OUTBOX_RETENTION_HOURS))
         if total:
             metrics.PURGED.labels(self.name).inc(total)

@@ -81,11 +81,12 @@ def test_purge_deletes_what_is_past_the_horizons_and_nothing_else(
         for days, count in ((40, 3), (1, 2)):
             for _ in range(count):
                 connection.execute(
-                    "INSERT INTO processed_message (consumer_name, message_id, processed_at) "
-                    "VALUES (%s, %s, now() - make_interval(days => %s))",
+                    "INSERT INTO processed_message (consumer_name, message_id, occurred_at, processed_at) "
+                    "SELECT %s, %s, at, at FROM (SELECT now() - make_interval(days => %s)) AS t (at)",
                     (consumer, str(uuid.uuid4()), days),
                 )
-        for hours, published in ((30, True), (2, True), (30, False)):
+        # Rows are kept until their day's turn came: three days back it has, whatever the hour.
+        for hours, published in ((72, True), (2, True), (72, False)):
             event = Envelope.new("PointsAwarded", f"o-{uuid.uuid4().hex[:6]}", {})
             add_to_outbox(connection, event, "loyalty.events")
             connection.execute(

@@ -19,16 +19,16 @@ from effectively_once.relay.settings import RelaySettings
 from effectively_once.relay.worker import DatabaseRelay
 from tests.support.ledger import entry
 
-OUTBOX_MIGRATION = schema.MIGRATIONS / "0002_outbox.sql"
-
 
 def new_outbox(runtime_db: str) -> str:
-    """A schema of its own holding an outbox; the URL that reaches it through search_path."""
+    """A schema of its own holding the runtime's tables (the outbox among them); the URL that
+    reaches it through search_path."""
     name = f"outbox_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(runtime_db, autocommit=True) as connection:
         connection.execute(f"CREATE SCHEMA {name}")
         connection.execute(f"SET search_path = {name}")
-        connection.execute(OUTBOX_MIGRATION.read_text())
+        for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
+            connection.execute(migration.read_text())
     return make_conninfo(runtime_db, options=f"-c search_path={name}")
 
 
