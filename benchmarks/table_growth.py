@@ -2,11 +2,11 @@
 row, bytes, dead tuples and the vacuum a purge leaves, at 10 k, 1 M and 10 M markers, for two
 retention designs side by side:
 
-- "batched DELETE": the runtime's table (primary key (consumer, message id), an index on
-  processed_at) and its purge statement, 1,000 rows a transaction;
-- "partitioned by day": the same columns plus the message's occurred_at, partitioned by day of
-  occurred_at; retention detaches and drops the expired day whole. A unique key on a partitioned
-  table must hold the partition column, so its key is (consumer, message id, occurred_at).
+- "batched DELETE": the table before migration 0005 (primary key (consumer, message id), an
+  index on processed_at) and its purge statement, 1,000 rows a transaction;
+- "partitioned by day": the runtime's table today (every migration applied), its CLAIM and its
+  purge (`purge_markers`), which drops an expired day whole. A unique key on a partitioned table
+  must hold the partition column, so its key is (consumer, message id, occurred_at).
 
 Markers are spread evenly over 40 days; each purge expires the oldest day (1/40 of them), three
 days one after another. A purge's cost per expired row counts the VACUUM it leaves to do (dead
@@ -29,7 +29,9 @@ import psycopg
 from psycopg import sql
 
 from benchmarks.rows import Row
-from effectively_once.retention import PURGE
+from effectively_once import schema
+from effectively_once.correct_path import CLAIM
+from effectively_once.retention import BATCH_DELETE, purge_markers
 
 T = TypeVar("T")
 DAYS = 40
@@ -59,16 +61,16 @@ DELETE = Design(
        CREATE INDEX ON m_delete (processed_at)""",
     "INSERT INTO m_delete (consumer_name, message_id) VALUES ('" + CONSUMER + "', %(id)s) ON CONFLICT DO NOTHING",
 )
+_RUNTIME_CLAIM = CLAIM.replace(
+    "VALUES (%s, %s, %s::timestamptz)", f"VALUES ('{CONSUMER}', %(id)s, %(at)s::timestamptz)"
+)
+assert _RUNTIME_CLAIM != CLAIM, "the runtime's CLAIM changed shape: adapt the bench's copy"
 PARTITIONED = Design(
     "partitioned by day",
-    "m_part",
-    """CREATE TABLE m_part (consumer_name text NOT NULL, message_id text NOT NULL,
-                            occurred_at timestamptz NOT NULL, processed_at timestamptz NOT NULL DEFAULT now())
-       PARTITION BY RANGE (occurred_at)""",
-    "ALTER TABLE m_part ADD PRIMARY KEY (consumer_name, message_id, occurred_at)",
-    "INSERT INTO m_part (consumer_name, message_id, occurred_at) VALUES ('"
-    + CONSUMER
-    + "', %(id)s, %(at)s) ON CONFLICT DO NOTHING",
+    "processed_message",
+    ";".join(path.read_text() for path in sorted(schema.MIGRATIONS.glob("*.sql"))),
+    "",
+    _RUNTIME_CLAIM,
 )
 DESIGNS = (DELETE, PARTITIONED)
 
@@ -182,14 +184,9 @@ def _fill(connection: psycopg.Connection[Any], design: Design, markers: int, bas
     fresh_schema(connection)
     connection.execute(design.create)
     step = DAYS * 86400 / markers
-    if design is PARTITIONED:
+    if design is PARTITIONED:  # each day's partition, as the upkeep made it on the day
         for days_ago in range(DAYS + 1, -2, -1):
-            start, end = day_start(base, days_ago), day_start(base, days_ago - 1)
-            connection.execute(
-                sql.SQL("CREATE TABLE {} PARTITION OF m_part FOR VALUES FROM ({}) TO ({})").format(
-                    sql.Identifier(f"m_part_{start:%Y%m%d}"), sql.Literal(start), sql.Literal(end)
-                )
-            )
+            connection.execute("SELECT processed_message_day(%s)", (day_start(base, days_ago).date(),))
     at = "%(base)s - make_interval(secs => n * %(step)s)"
     if design is PARTITIONED:
         columns, values = (
@@ -202,7 +199,7 @@ def _fill(connection: psycopg.Connection[Any], design: Design, markers: int, bas
         f"INSERT INTO {design.table} ({columns}) SELECT {values} FROM generate_series(1, %(markers)s) AS n",
         {"consumer": CONSUMER, "base": base, "step": step, "markers": markers},
     )
-    for statement in design.index.split(";"):
+    for statement in filter(str.strip, design.index.split(";")):
         connection.execute(statement)
     connection.execute(f"VACUUM ANALYZE {design.table}")
 
@@ -248,20 +245,15 @@ def dead_tuples(connection: psycopg.Connection[Any], table: str) -> int:
 
 def _purge(connection: psycopg.Connection[Any], design: Design, base: datetime, days_ago: int) -> int:
     """Expire the day `days_ago` (every older one went already); return how many markers went."""
-    oldest = day_start(base, days_ago)  # base is a midnight: each day is full
     cutoff = day_start(base, days_ago - 1)
-    if design is PARTITIONED:
-        partition = f"m_part_{oldest:%Y%m%d}"
-        counted = connection.execute(f"SELECT count(*) FROM {partition}").fetchone()
-        connection.execute(f"ALTER TABLE m_part DETACH PARTITION {partition}")
-        connection.execute(f"DROP TABLE {partition}")
-        return int(counted[0]) if counted else 0
-    statement = PURGE.replace("processed_message", design.table)
     horizon = datetime.now(UTC) - cutoff
+    if design is PARTITIONED:
+        return purge_markers(connection, horizon, consumer_name=CONSUMER)
+    statement = sql.SQL(BATCH_DELETE).format(table=sql.Identifier(design.table), time=sql.Identifier("processed_at"))
     total = 0
     while True:
         with connection.transaction():
-            deleted = connection.execute(statement, {"horizon": horizon, "consumer": CONSUMER, "batch": 1000}).rowcount
+            deleted = connection.execute(statement, {"cutoff": cutoff, "consumer": CONSUMER, "batch": 1000}).rowcount
         total += deleted
         if deleted < 1000:
             return total
