@@ -91,11 +91,13 @@ def build(
     paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
     between_polls: Callable[[Consumer], None] | None = None,
     windows: Sequence[Window] = (),
+    purge: bool = True,
 ) -> ConsumerLoop:
     """A ready consumer loop; nothing connects until it runs.
 
     `windows`: how long a message may come back through ways Kafka cannot show (a remote side's
-    idempotency-key lifetime); the marker purge weighs them with what Kafka shows."""
+    idempotency-key lifetime); the marker purge weighs them with what Kafka shows. `purge=False`
+    leaves the marker purge to the caller (`run` starts one per process, not one per member)."""
     faults = faults or FaultPoints()
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
@@ -151,21 +153,8 @@ def build(
         kafka=dict(kafka or {}),
     )
     closers: list[Callable[[], None]] = [pool.close for pool in pools]
-    if settings.MARKER_PURGE_INTERVAL_SECONDS > 0:
-        dead_letter_topic_name = dead_letters.topic
-
-        def weigh(horizon: timedelta) -> Verdict:
-            group = settings.CONSUMER_GROUP or consumer_name
-            seen = read_windows(settings.KAFKA_BOOTSTRAP_SERVERS, group, topics, dead_letter_topic_name)
-            return verdict(horizon, [*seen, *windows])
-
-        purger = MarkerPurger(
-            lambda: psycopg.connect(settings.DATABASE_URL, connect_timeout=5),
-            consumer_name,
-            horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
-            interval=timedelta(seconds=settings.MARKER_PURGE_INTERVAL_SECONDS),
-            check=weigh,
-        )
+    purger = marker_purger(settings, consumer_name, topics, dead_letters.topic, windows) if purge else None
+    if purger is not None:
         purger.start()
         closers.insert(0, purger.stop)
 
@@ -175,6 +164,32 @@ def build(
 
     return ConsumerLoop(
         loop_config, processor, dead_letters, on_close=close_all, between_polls=between_polls, workers=workers
+    )
+
+
+def marker_purger(
+    settings: ConsumerSettings,
+    consumer_name: str,
+    topics: tuple[str, ...],
+    dead_letter_topic: str,
+    windows: Sequence[Window] = (),
+) -> MarkerPurger | None:
+    """The consumer's marker purger, not started (None when MARKER_PURGE_INTERVAL_SECONDS is 0).
+    Each round first weighs the horizon against what Kafka shows could come back, and `windows`."""
+    if settings.MARKER_PURGE_INTERVAL_SECONDS <= 0:
+        return None
+
+    def weigh(horizon: timedelta) -> Verdict:
+        group = settings.CONSUMER_GROUP or consumer_name
+        seen = read_windows(settings.KAFKA_BOOTSTRAP_SERVERS, group, topics, dead_letter_topic)
+        return verdict(horizon, [*seen, *windows])
+
+    return MarkerPurger(
+        lambda: psycopg.connect(settings.DATABASE_URL, connect_timeout=5),
+        consumer_name,
+        horizon=timedelta(days=settings.DEDUP_HORIZON_DAYS),
+        interval=timedelta(seconds=settings.MARKER_PURGE_INTERVAL_SECONDS),
+        check=weigh,
     )
 
 
@@ -241,11 +256,14 @@ def run(
             telemetry=telemetry,
             paths=paths,
             between_polls=controls,
-            windows=windows,
+            purge=False,
         )
         loops.append(loop)
         if controls is not None:
             members.append((loop, controls))
+    purger = marker_purger(settings, consumer_name, topics, loops[0].dead_letters.topic, windows)
+    if purger is not None:
+        purger.start()  # one per process: its members share the group, the topics and the table
     REGISTRY.register(MarkerTableCollector(settings.DATABASE_URL, consumer_name))
     configured = timedelta(days=settings.DEDUP_HORIZON_DAYS)
     runtime = LabProcess(consumer_name, members, settings.DATABASE_URL, telemetry, configured) if lab else None
@@ -265,6 +283,8 @@ def run(
     _run_member(loops[0])
     for thread in threads:
         thread.join()
+    if purger is not None:
+        purger.stop()
     telemetry.flush(5)
     log.info(
         "stopped after acknowledging %d deliveries",
