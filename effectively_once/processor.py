@@ -8,6 +8,7 @@ duplicate, ignored) or, once its dead letter is confirmed, failed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -18,9 +19,12 @@ from typing import Any, Protocol
 
 import psycopg
 from psycopg import IsolationLevel, errors
+from psycopg.pq import ExecStatus, TransactionStatus
 
 from . import metrics
 from .correct_path import (
+    CLAIM,
+    CLAIM_BESIDE_LEGACY,
     Attempt,
     BulkHandler,
     Connection,
@@ -38,6 +42,34 @@ from .typed_payload import PayloadDoesNotFit, TypedHandler
 log = logging.getLogger(__name__)
 
 __all__ = ["BulkHandler", "Connection", "Handler", "MessageProcessor", "ProcessorConfig"]
+
+
+LEGACY = "SELECT relkind = 'r' FROM pg_class WHERE oid = to_regclass('processed_message_legacy')"
+
+
+def legacy_markers_remain(connection: Connection) -> bool:
+    """Whether markers from before the partitioning by day (migration 0005) may remain: until
+    retention empties their table and it becomes an empty view, claims must consult it too. Once
+    it is a view it stays one, so asking once per connection is enough. Ends the transaction it
+    opens."""
+    try:
+        row = connection.execute(LEGACY).fetchone()
+    finally:
+        connection.rollback()
+    return bool(row and row[0])
+
+
+def settle(connection: Connection) -> None:
+    """Read the answer to a COMMIT the correct path sent without waiting (a duplicate's empty
+    transaction), if one is on its way; raise if it failed (the connection is then replaced)."""
+    pgconn = connection.pgconn
+    if pgconn.transaction_status != TransactionStatus.ACTIVE:
+        return
+    while pgconn.flush():  # what the socket did not take at once
+        pass
+    while (result := pgconn.get_result()) is not None:
+        if result.status != ExecStatus.COMMAND_OK:
+            raise psycopg.OperationalError((result.error_message or b"").decode(errors="replace").strip())
 
 
 class Path(Protocol):
@@ -222,6 +254,8 @@ class MessageProcessor:
         """Give the connection back (to its pool, which replaces it if it is broken)."""
         if self._connection is not None:
             connection, self._connection = self._connection, None
+            with contextlib.suppress(psycopg.Error):
+                settle(connection)
             self._release(connection)
 
     # One message ----------------------------------------------------------------------------
@@ -282,16 +316,18 @@ class MessageProcessor:
     def _attempt(self) -> Attempt:
         """What the path runs on: made once per connection, not once per message."""
         connection = self.connection
+        settle(connection)
         if self._attempt_on is None or self._attempt_on.connection is not connection:
             self._attempt_on = self._attempt_for(connection)
         return self._attempt_on
 
     def _attempt_for(self, connection: Connection) -> Attempt:
         consumer_name = self.config.consumer_name
+        statement = CLAIM_BESIDE_LEGACY if legacy_markers_remain(connection) else CLAIM
 
         def timed_claim(event: Envelope) -> bool:
             started = time.perf_counter()
-            claimed = claim(connection, consumer_name, event, self._begin)
+            claimed = claim(connection, consumer_name, event, self._begin, statement)
             self._claim_wait_seconds.observe(time.perf_counter() - started)
             return claimed
 

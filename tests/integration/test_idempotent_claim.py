@@ -323,3 +323,43 @@ def test_the_server_ending_the_session_is_a_lost_connection_even_while_the_socke
     assert markers(runtime_db, name, event.message_id) == 0  # rolled back, nothing acknowledged
     assert processor.process(event) is Outcome.APPLIED
     assert ledger_rows(runtime_db, name, event.message_id) == 1
+
+
+def test_a_duplicate_does_not_wait_for_its_empty_commit_and_the_connection_goes_on(
+    make_processor: ProcessorFactory, runtime_db: str, name: str
+) -> None:
+    """The duplicate's COMMIT is sent and its answer read before the connection's next use: one
+    round trip fewer, and what follows on that connection is unaffected."""
+    processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
+    first, second = entry("order-1"), entry("order-1")
+    assert processor.process(first) is Outcome.APPLIED
+    assert processor.process(first) is Outcome.DUPLICATE
+    assert processor.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE, (
+        "the duplicate returned without waiting for its COMMIT"
+    )
+    assert processor.process(second) is Outcome.APPLIED
+    assert processor.process(second) is Outcome.DUPLICATE
+    for event in (first, second):
+        assert ledger_rows(runtime_db, name, event.message_id) == 1
+        assert markers(runtime_db, name, event.message_id) == 1
+
+
+def test_a_connection_lost_behind_a_duplicates_commit_is_replaced_and_the_next_message_applies_once(
+    make_processor: ProcessorFactory, runtime_db: str, name: str
+) -> None:
+    processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
+    first, following = entry("order-1"), entry("order-2")
+    assert processor.process(first) is Outcome.APPLIED
+    assert processor.process(first) is Outcome.DUPLICATE
+    with psycopg.connect(runtime_db, autocommit=True) as killer:
+        killer.execute("SELECT pg_terminate_backend(%s)", (processor.connection.info.backend_pid,))
+    outcomes = []
+    for _ in range(3):  # the loop redelivers after RetryLater; here, the test does
+        try:
+            outcomes.append(processor.process(following))
+            break
+        except RetryLater:
+            outcomes.append("retry later")
+    assert outcomes[-1] is Outcome.APPLIED, outcomes
+    assert ledger_rows(runtime_db, name, following.message_id) == 1
+    assert markers(runtime_db, name, first.message_id) == 1

@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 
 from effectively_once import schema
-from effectively_once.correct_path import CLAIM_MANY, claim
+from effectively_once.correct_path import CLAIM, CLAIM_BESIDE_LEGACY, CLAIM_MANY, claim
 from effectively_once.envelope import Envelope
+from effectively_once.processor import legacy_markers_remain
 from effectively_once.retention import purge_markers
 from tests.integration.conftest import isolated_schema
 
@@ -49,8 +50,10 @@ def test_markers_written_before_partitioning_still_make_duplicates_until_retenti
         connection.execute(BY_DAY.read_text())
         assert _legacy_kind(connection) == "r", "markers remain: the table stays"
         connection.autocommit = False
-        assert not claim(connection, consumer, _event("recent"), b"BEGIN"), "a legacy marker is a duplicate"
-        assert claim(connection, consumer, _event("new"), b"BEGIN")
+        assert legacy_markers_remain(connection), "the processor claims beside them"
+        beside = CLAIM_BESIDE_LEGACY
+        assert not claim(connection, consumer, _event("recent"), b"BEGIN", beside), "a legacy marker is a duplicate"
+        assert claim(connection, consumer, _event("new"), b"BEGIN", beside)
         connection.commit()
         claimed = connection.execute(CLAIM_MANY, (consumer, ["recent", "new-2"], [OCCURRED] * 2)).fetchall()
         assert claimed == [("new-2",)], "the batched claim consults the legacy markers too"
@@ -64,10 +67,13 @@ def test_markers_written_before_partitioning_still_make_duplicates_until_retenti
         assert purge_markers(connection, timedelta(0), consumer_name=consumer) == 3
         assert _legacy_kind(connection) == "v", "emptied, the legacy table is retired"
         connection.autocommit = False
-        assert claim(connection, consumer, _event("after"), b"BEGIN")
-        connection.commit()
-        assert not claim(connection, consumer, _event("after"), b"BEGIN")
-        connection.commit()
+        assert not legacy_markers_remain(connection), "the processor's claim no longer consults it"
+        for statement in (CLAIM, CLAIM_BESIDE_LEGACY):  # a connection made before goes on with the other
+            event = _event(f"after-{len(statement)}")
+            assert claim(connection, consumer, event, b"BEGIN", statement)
+            connection.commit()
+            assert not claim(connection, consumer, event, b"BEGIN", statement)
+            connection.commit()
 
 
 def test_applying_the_partitioning_again_changes_nothing(runtime_db: str) -> None:
