@@ -353,7 +353,7 @@ def test_a_connection_lost_behind_a_duplicates_commit_is_replaced_and_the_next_m
     assert processor.process(first) is Outcome.DUPLICATE
     with psycopg.connect(runtime_db, autocommit=True) as killer:
         killer.execute("SELECT pg_terminate_backend(%s)", (processor.connection.info.backend_pid,))
-    outcomes = []
+    outcomes: list[Outcome | str] = []
     for _ in range(3):  # the loop redelivers after RetryLater; here, the test does
         try:
             outcomes.append(processor.process(following))
