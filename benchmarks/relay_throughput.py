@@ -41,7 +41,8 @@ def _outbox_schema(url: str) -> str:
     with psycopg.connect(url, autocommit=True) as connection:
         connection.execute(f"CREATE SCHEMA {schema}")
         connection.execute(f"SET search_path = {schema}")
-        connection.execute((runtime_schema.MIGRATIONS / "0002_outbox.sql").read_text())
+        for migration in sorted(runtime_schema.MIGRATIONS.glob("*.sql")):  # the outbox as it is today
+            connection.execute(migration.read_text())
     return make_conninfo(url, options=f"-c search_path={schema}")
 
 
@@ -80,7 +81,7 @@ def sql_only_throughput(url: str, topic: str, rows: int) -> float:
                 claimed = claim.claim(work, settings.RELAY_KEYS_PER_BATCH, settings.RELAY_BATCH_SIZE)
                 if not claimed:
                     break
-                claim.mark_published(work, [row.message_id for row in claimed])
+                claim.mark_published(work, [row.message_id for row in claimed], claim.span(claimed))
     elapsed = time.perf_counter() - started
     assert _unpublished(url) == 0
     return rows / elapsed

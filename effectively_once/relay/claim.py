@@ -43,7 +43,7 @@ ENVELOPE = """json_build_object('message_id', message_id, 'type', event_type, 'v
 """An outbox row as the envelope consumers decode: the one definition (the panel's republish uses it too)."""
 
 ROWS_OF_KEYS = f"""
-SELECT message_id, aggregate_key, topic, headers->>'trace_id', extract(epoch FROM created_at),
+SELECT message_id, aggregate_key, topic, headers->>'trace_id', created_at, extract(epoch FROM created_at),
        {ENVELOPE},
        next_attempt_at <= now() AS due
   FROM outbox
@@ -54,8 +54,10 @@ SELECT message_id, aggregate_key, topic, headers->>'trace_id', extract(epoch FRO
 
 MARK_PUBLISHED = """
 UPDATE outbox SET published_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL
- WHERE message_id = ANY(%(ids)s)
+ WHERE message_id = ANY(%(ids)s) AND created_at BETWEEN %(first)s AND %(last)s
 """
+"""Each id is looked up only in the day partitions its batch's rows were created in: without
+the bounds, in every partition's index."""
 
 MARK_FAILED = """
 UPDATE outbox
@@ -63,7 +65,7 @@ UPDATE outbox
        last_error = failure.error,
        next_attempt_at = now() + make_interval(secs => least(%(cap)s, %(base)s * 2 ^ outbox.attempts))
   FROM unnest(%(ids)s::text[], %(errors)s::text[]) AS failure(message_id, error)
- WHERE outbox.message_id = failure.message_id
+ WHERE outbox.message_id = failure.message_id AND outbox.created_at BETWEEN %(first)s AND %(last)s
 """
 
 BACKLOG = """
@@ -97,9 +99,20 @@ class OutboxRow:
     key: str
     topic: str
     trace_id: str | None
+    created: datetime
+    """The row's created_at, which partitions the outbox by day."""
     created_at: float
-    """Epoch seconds, for the latency metric."""
+    """The same in epoch seconds, for the latency metric."""
     envelope: str
+
+
+Span = tuple[datetime, datetime]
+EVER: Span = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
+
+
+def span(rows: list[OutboxRow]) -> Span:
+    """The first and last created_at of a batch's rows: where its marks need to look."""
+    return (min(row.created for row in rows), max(row.created for row in rows)) if rows else EVER
 
 
 def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
@@ -116,7 +129,7 @@ def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
     claimed: list[OutboxRow] = []
     blocked: set[str] = set()
     upto = max(window[key] for key in locked)
-    for message_id, key, topic, trace_id, created_at, envelope, due in connection.execute(
+    for message_id, key, topic, trace_id, created, created_at, envelope, due in connection.execute(
         ROWS_OF_KEYS, {"keys": locked, "rows": rows, "upto": upto}
     ):
         if key in blocked:
@@ -124,19 +137,31 @@ def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
         if not due:  # backing off after a failure: this key's later rows wait behind it
             blocked.add(key)
             continue
-        claimed.append(OutboxRow(message_id, key, topic, trace_id, float(created_at), envelope))
+        claimed.append(OutboxRow(message_id, key, topic, trace_id, created, float(created_at), envelope))
     return claimed
 
 
-def mark_published(connection: Connection, message_ids: list[str]) -> None:
+def mark_published(connection: Connection, message_ids: list[str], created: Span = EVER) -> None:
+    """Mark the rows published; `created` bounds their created_at (`span` of the claimed rows)."""
     if message_ids:
-        connection.execute(MARK_PUBLISHED, {"ids": message_ids})
+        connection.execute(MARK_PUBLISHED, {"ids": message_ids, "first": created[0], "last": created[1]})
 
 
-def mark_failed(connection: Connection, failures: dict[str, str], base: float, cap: float) -> None:
+def mark_failed(
+    connection: Connection, failures: dict[str, str], base: float, cap: float, created: Span = EVER
+) -> None:
+    """Count a failed attempt on each row and back it off; `created` as for mark_published."""
     if failures:
         connection.execute(
-            MARK_FAILED, {"ids": list(failures), "errors": list(failures.values()), "base": base, "cap": cap}
+            MARK_FAILED,
+            {
+                "ids": list(failures),
+                "errors": list(failures.values()),
+                "base": base,
+                "cap": cap,
+                "first": created[0],
+                "last": created[1],
+            },
         )
 
 

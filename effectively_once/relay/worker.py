@@ -117,9 +117,10 @@ class DatabaseRelay:
             self._faults.hit("relay.before_publish")
             deliveries = publish(self._producer, rows, settings.RELAY_DELIVERY_TIMEOUT_SECONDS + 5)
             self._faults.hit("relay.after_publish_before_mark")
-            claim.mark_published(work, deliveries.confirmed)
+            between = claim.span(rows)
+            claim.mark_published(work, deliveries.confirmed, between)
             claim.mark_failed(
-                work, deliveries.failed, settings.RELAY_RETRY_BASE_SECONDS, settings.RELAY_RETRY_CAP_SECONDS
+                work, deliveries.failed, settings.RELAY_RETRY_BASE_SECONDS, settings.RELAY_RETRY_CAP_SECONDS, between
             )
         # Committed: only now do the marks (and the end of the key locks) count.
         created = {row.message_id: row.created_at for row in rows}

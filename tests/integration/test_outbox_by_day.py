@@ -3,13 +3,14 @@ keeps a day with a row not yet published, and the rows of an outbox from before 
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, date, datetime, time, timedelta
 
 import psycopg
 
 from effectively_once import schema
-from effectively_once.relay.claim import OUTBOX_DAYS, claim, purge_published
+from effectively_once.relay.claim import MARK_PUBLISHED, OUTBOX_DAYS, claim, mark_published, purge_published, span
 from tests.integration.conftest import isolated_schema
 
 RUNTIME = sorted(schema.MIGRATIONS.glob("*.sql"))
@@ -102,3 +103,26 @@ def test_an_outbox_from_before_moves_over_with_its_positions_and_its_unpublished
         with connection.transaction():
             rows = claim(connection, keys=10, rows=10)
         assert [row.message_id for row in rows] == ["before-2", "before-3", "after"], "in position order"
+
+
+def test_a_batchs_marks_look_only_in_the_days_its_rows_were_created_in(runtime_db: str) -> None:
+    url = isolated_schema(runtime_db, *RUNTIME)
+    today = datetime.now(UTC).date()
+    with psycopg.connect(url, autocommit=True) as connection:
+        _rows_on(connection, today - timedelta(days=2), 3, published=False, key="old")
+        _rows_on(connection, today, 3, published=False, key="new")
+        with connection.transaction():
+            rows = claim(connection, keys=10, rows=10)
+            todays = [row for row in rows if row.key == "new"]
+            between = span(todays)
+            plan = connection.execute(
+                "EXPLAIN (COSTS OFF) " + MARK_PUBLISHED,
+                {"ids": [row.message_id for row in todays], "first": between[0], "last": between[1]},
+            ).fetchall()
+            mark_published(connection, [row.message_id for row in todays], between)
+        scanned = {name for (line,) in plan for name in re.findall(r"outbox_\d{8}|outbox_default", line)}
+        assert scanned == {f"outbox_{today:%Y%m%d}"}, plan
+        published = connection.execute(
+            "SELECT aggregate_key, count(*) FROM outbox WHERE published_at IS NOT NULL GROUP BY 1"
+        )
+        assert published.fetchall() == [("new", 3)]
