@@ -17,13 +17,27 @@ import type { PoolClient, QueryResult, QueryResultRow } from "pg";
 import type { Envelope } from "./envelope.js";
 
 /** Consumer, message id and the message's occurred_at: markers are partitioned by the day their
- * message occurred, so the key holds it. Markers from before that partitioning stay in
- * processed_message_legacy until retention empties it (an empty view then, which costs nothing). */
+ * message occurred, so the key holds it. */
 export const CLAIM =
+  "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES ($1, $2, $3::timestamptz) " +
+  "ON CONFLICT DO NOTHING RETURNING message_id";
+
+/** The same, while markers from before that partitioning remain in processed_message_legacy
+ * (after an upgrade, until retention empties it): about 60 µs more a claim. */
+export const CLAIM_BESIDE_LEGACY =
   "INSERT INTO processed_message (consumer_name, message_id, occurred_at) " +
   "SELECT m.c, m.id, m.at FROM (VALUES ($1::text, $2::text, $3::timestamptz)) AS m (c, id, at) " +
   "WHERE NOT EXISTS (SELECT FROM processed_message_legacy l WHERE l.consumer_name = m.c AND l.message_id = m.id) " +
   "ON CONFLICT DO NOTHING RETURNING message_id";
+
+/** Whether markers from before the partitioning remain: their table becomes an empty view once
+ * retention empties it, and stays one, so a process asks once. Run outside any transaction. */
+export async function legacyMarkersRemain(client: PoolClient): Promise<boolean> {
+  const result = await client.query<{ remain: boolean | null }>(
+    "SELECT relkind = 'r' AS remain FROM pg_class WHERE oid = to_regclass('processed_message_legacy')",
+  );
+  return result.rows[0]?.remain === true;
+}
 
 export const ISOLATION_LEVELS = ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"] as const;
 export type IsolationLevel = (typeof ISOLATION_LEVELS)[number];
@@ -46,6 +60,8 @@ export interface Attempt {
   client: PoolClient;
   consumerName: string;
   isolationLevel: IsolationLevel;
+  /** CLAIM, or CLAIM_BESIDE_LEGACY while legacyMarkersRemain. */
+  claim: string;
   hit: (point: string) => Promise<void>;
   onClaim: (seconds: number) => void;
 }
@@ -93,7 +109,7 @@ export async function attempt(run: Attempt, event: Envelope, handler: Handler): 
   try {
     await run.hit("before_claim");
     const started = performance.now();
-    const claimed = await client.query(CLAIM, [run.consumerName, event.messageId, event.occurredAt]);
+    const claimed = await client.query(run.claim, [run.consumerName, event.messageId, event.occurredAt]);
     run.onClaim((performance.now() - started) / 1000);
     if (claimed.rowCount === 0) {
       await client.query("COMMIT"); // the empty transaction

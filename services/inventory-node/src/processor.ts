@@ -10,7 +10,15 @@
 
 import type { Pool, PoolClient } from "pg";
 
-import { type Handler, HandlerBrokeTransaction, type IsolationLevel, attempt } from "./correctPath.js";
+import {
+  CLAIM,
+  CLAIM_BESIDE_LEGACY,
+  type Handler,
+  HandlerBrokeTransaction,
+  type IsolationLevel,
+  attempt,
+  legacyMarkersRemain,
+} from "./correctPath.js";
 import type { Envelope } from "./envelope.js";
 import type { FaultPoints } from "./faults.js";
 import { log } from "./log.js";
@@ -69,6 +77,9 @@ function connectionLost(error: unknown): boolean {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class MessageProcessor {
+  /** The claim statement, chosen at the first attempt (correctPath.ts, legacyMarkersRemain). */
+  private claim: string | undefined;
+
   constructor(
     readonly config: ProcessorConfig,
     private readonly pool: Pool,
@@ -144,11 +155,13 @@ export class MessageProcessor {
     }
     let broken: Error | undefined;
     try {
+      this.claim ??= (await legacyMarkersRemain(client)) ? CLAIM_BESIDE_LEGACY : CLAIM;
       return await attempt(
         {
           client,
           consumerName: this.config.consumerName,
           isolationLevel: this.config.isolationLevel,
+          claim: this.claim,
           hit: (point) => this.faults.hit(point),
           onClaim: (seconds) => CLAIM_WAIT_SECONDS.labels(this.config.consumerName).observe(seconds),
         },

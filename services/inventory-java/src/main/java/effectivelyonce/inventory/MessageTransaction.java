@@ -29,15 +29,26 @@ import org.springframework.transaction.annotation.Transactional;
 public class MessageTransaction {
   /**
    * Consumer, message id and the message's occurred_at: markers are partitioned by the day their
-   * message occurred, so the key holds it. Markers from before that partitioning stay in
-   * processed_message_legacy until retention empties it (an empty view then, which costs nothing).
+   * message occurred, so the key holds it.
    */
   static final String CLAIM =
+      "INSERT INTO processed_message (consumer_name, message_id, occurred_at)"
+          + " VALUES (?, ?, ?::timestamptz) ON CONFLICT DO NOTHING";
+
+  /**
+   * The same, while markers from before that partitioning remain in processed_message_legacy
+   * (after an upgrade, until retention empties it): about 60 µs more a claim.
+   */
+  static final String CLAIM_BESIDE_LEGACY =
       "INSERT INTO processed_message (consumer_name, message_id, occurred_at)"
           + " SELECT m.c, m.id, m.at FROM (VALUES (?, ?, ?::timestamptz)) AS m (c, id, at)"
           + " WHERE NOT EXISTS (SELECT FROM processed_message_legacy l"
           + " WHERE l.consumer_name = m.c AND l.message_id = m.id)"
           + " ON CONFLICT DO NOTHING";
+
+  static final String LEGACY_MARKERS_REMAIN =
+      "SELECT coalesce((SELECT relkind = 'r' FROM pg_class"
+          + " WHERE oid = to_regclass('processed_message_legacy')), false)";
 
   /** The handler ended the transaction: the message fails (dead-lettered). */
   public static final class HandlerBrokeTransaction extends RuntimeException {
@@ -62,6 +73,7 @@ public class MessageTransaction {
   private final FaultPoints faults;
   private final ConsumerMetrics metrics;
   private final String consumerName;
+  private volatile String claim;
 
   public MessageTransaction(
       JdbcTemplate jdbc, DataSource dataSource, FaultPoints faults, ConsumerMetrics metrics,
@@ -73,11 +85,24 @@ public class MessageTransaction {
     this.consumerName = settings.effectiveConsumerName();
   }
 
+  /**
+   * Choose the claim statement once, outside any transaction (the caller calls it before apply):
+   * the legacy table becomes an empty view once retention empties it, and stays one.
+   */
+  public void chooseClaim() {
+    if (claim == null) {
+      claim = Boolean.TRUE.equals(jdbc.queryForObject(LEGACY_MARKERS_REMAIN, Boolean.class))
+          ? CLAIM_BESIDE_LEGACY
+          : CLAIM;
+    }
+  }
+
   @Transactional(propagation = Propagation.REQUIRES_NEW, rollbackFor = Exception.class)
   public Outcome apply(Envelope event, Handler handler) throws SQLException {
     faults.hit("before_claim");
     long started = System.nanoTime();
-    int claimed = jdbc.update(CLAIM, consumerName, event.messageId(), event.occurredAt());
+    String statement = claim == null ? CLAIM_BESIDE_LEGACY : claim; // not chosen yet: the one always correct
+    int claimed = jdbc.update(statement, consumerName, event.messageId(), event.occurredAt());
     metrics.claimWait(Duration.ofNanos(System.nanoTime() - started));
     if (claimed == 0) {
       return Outcome.DUPLICATE; // the empty transaction commits
