@@ -8,14 +8,15 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 
-from effectively_once import contract
+from effectively_once import contract, schema
 from effectively_once.contract import kafka
 from effectively_once.contract.running import RunningConsumer
 from effectively_once.envelope import Envelope
 from services.settings import PROJECT_ROOT, Settings
-from tests.integration.conftest import service_schema
+from tests.integration.conftest import isolated_schema, service_schema
 from tests.integration.test_contract_suite import UNDECLARED, _placed, _units_reserved
 from tests.support.stacks import JAVA_QUICK_START, java_inventory_command, node_inventory_command
 
@@ -117,3 +118,45 @@ def test_the_black_box_suite_fails_a_consumer_that_breaks_the_pattern(
     [scenario] = [s for s in contract.BLACK_BOX_SCENARIOS if s.name == scenario_name]
     with pytest.raises(contract.ContractViolation, match=violation):
         scenario.run(mistaken)
+
+
+def test_every_implementation_counts_a_message_marked_before_the_partitioning_by_day_as_a_duplicate(
+    runtime_db: str, settings: Settings
+) -> None:
+    """An upgraded database: a marker written before migration 0005 lives on in
+    processed_message_legacy, and each stack's claim consults it, so its message is not applied
+    again; a message never seen is."""
+    runtime = sorted(schema.MIGRATIONS.glob("*.sql"))
+    before = [m for m in runtime if m.name < "0005"]
+    own = sorted((PROJECT_ROOT / "services/inventory/migrations").glob("*.sql"))
+
+    def run(implementation: str) -> None:
+        url = isolated_schema(runtime_db, *before, *own, as_url=True)
+        subject = contract.ProcessSubject(
+            database_url=url,
+            bootstrap_servers=settings.kafka_bootstrap_servers,
+            command=_command(implementation),
+            cwd=PROJECT_ROOT,
+            environment={"PYTHONPATH": str(PROJECT_ROOT), "JAVA_TOOL_OPTIONS": JAVA_QUICK_START},
+            make_event=_placed,
+            effects=_units_reserved,
+        )
+        name = subject.consumer_name("legacy")
+        marked, fresh = subject.make_event(subject.key()), subject.make_event(subject.key())
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(
+                "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)", (name, marked.message_id)
+            )
+            for migration in (m for m in runtime if m.name >= "0005"):
+                connection.execute(migration.read_text())
+        topics = kafka.new_topics(subject.bootstrap_servers, name)
+        kafka.publish(subject.bootstrap_servers, topics.events, [marked.to_json(), fresh.to_json()])
+        with RunningConsumer(subject, name, [topics.events], topics.dead_letters) as consumer:
+            outcomes = consumer.wait_acknowledged(2)
+        assert (outcomes["applied"], outcomes["duplicate"]) == (1, 1), dict(outcomes)
+        assert [subject.effects_of(event) for event in (marked, fresh)] == [0, 1]
+
+    with ThreadPoolExecutor(len(IMPLEMENTATIONS)) as pool:
+        runs = {name: pool.submit(run, name) for name in IMPLEMENTATIONS}
+        failures = {name: future.exception() for name, future in runs.items() if future.exception() is not None}
+    assert not failures, "\n\n".join(f"{name}: {type(error).__name__}: {error}" for name, error in failures.items())
