@@ -36,27 +36,13 @@ from .correct_path import (
 from .envelope import Envelope
 from .faults import FaultPoints
 from .outcomes import Outcome, Strategy
+from .retention import legacy_markers_remain
 from .telemetry import NoTelemetry, Telemetry
 from .typed_payload import PayloadDoesNotFit, TypedHandler
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BulkHandler", "Connection", "Handler", "MessageProcessor", "ProcessorConfig"]
-
-
-LEGACY = "SELECT relkind = 'r' FROM pg_class WHERE oid = to_regclass('processed_message_legacy')"
-
-
-def legacy_markers_remain(connection: Connection) -> bool:
-    """Whether markers from before the partitioning by day (migration 0005) may remain: until
-    retention empties their table and it becomes an empty view, claims must consult it too. Once
-    it is a view it stays one, so asking once per connection is enough. Ends the transaction it
-    opens."""
-    try:
-        row = connection.execute(LEGACY).fetchone()
-    finally:
-        connection.rollback()
-    return bool(row and row[0])
 
 
 def settle(connection: Connection) -> None:

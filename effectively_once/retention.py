@@ -37,7 +37,6 @@ DAYS_AHEAD = 2
 """Day partitions made ready beyond today."""
 LOCK_TIMEOUT = "2s"
 """How long a purge waits for a lock (dropping a day locks the table) before leaving it for the next round."""
-DAY_PARTITION = re.compile(r"^processed_message_(\d{8})$")
 
 BATCH_DELETE = """
 DELETE FROM {table}
@@ -57,8 +56,9 @@ ON CONFLICT (consumer_name) DO UPDATE
 
 DAYS = """
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
- WHERE i.inhparent = 'processed_message'::regclass ORDER BY c.relname
+ WHERE i.inhparent = %s::regclass ORDER BY c.relname
 """
+LEGACY = "SELECT relkind = 'r' FROM pg_class WHERE oid = to_regclass('processed_message_legacy')"
 
 
 def upkeep(connection: psycopg.Connection[Any], days_ahead: int = DAYS_AHEAD) -> None:
@@ -70,14 +70,28 @@ def upkeep(connection: psycopg.Connection[Any], days_ahead: int = DAYS_AHEAD) ->
         )
 
 
-def day_partitions(connection: psycopg.Connection[Any]) -> list[tuple[str, date]]:
-    """The day partitions (name, UTC day), oldest first."""
+def day_partitions(connection: psycopg.Connection[Any], parent: str = "processed_message") -> list[tuple[str, date]]:
+    """The day partitions (name, UTC day) of `parent` (the markers, or the outbox), oldest first;
+    the default partition is none of them."""
+    named = re.compile(rf"^{re.escape(parent)}_(\d{{8}})$")
     found = []
-    for (name,) in connection.execute(DAYS):
-        match = DAY_PARTITION.match(name)
+    for (name,) in connection.execute(DAYS, (parent,)):
+        match = named.match(name)
         if match:
             found.append((name, datetime.strptime(match.group(1), "%Y%m%d").replace(tzinfo=UTC).date()))
     return found
+
+
+def legacy_markers_remain(connection: psycopg.Connection[Any]) -> bool:
+    """Whether markers from before the partitioning by day (migration 0005) may remain: until
+    retention empties their table and it becomes an empty view, claims must consult it too. Once
+    it is a view it stays one, so asking once per connection is enough. Ends the transaction it
+    opens (outside autocommit)."""
+    try:
+        row = connection.execute(LEGACY).fetchone()
+    finally:
+        connection.rollback()
+    return bool(row and row[0])
 
 
 def purge_markers(
@@ -109,7 +123,7 @@ def purge_markers(
         elif horizon < timedelta(days=1) and ends - timedelta(days=1) < cutoff:
             total += _in_batches(connection, name, "occurred_at", cutoff, consumer_name, batch_size)
     total += _in_batches(connection, "processed_message_default", "occurred_at", cutoff, consumer_name, batch_size)
-    if _legacy_is_table(connection):
+    if legacy_markers_remain(connection):
         total += _in_batches(connection, "processed_message_legacy", "processed_at", cutoff, consumer_name, batch_size)
         _retire_legacy(connection)
     return total
@@ -154,13 +168,6 @@ def _in_batches(
         total += deleted
         if deleted < batch:
             return total
-
-
-def _legacy_is_table(connection: psycopg.Connection[Any]) -> bool:
-    kind = connection.execute(
-        "SELECT relkind FROM pg_class WHERE oid = to_regclass('processed_message_legacy')"
-    ).fetchone()
-    return kind is not None and kind[0] == "r"
 
 
 def _retire_legacy(connection: psycopg.Connection[Any]) -> None:

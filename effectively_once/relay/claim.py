@@ -12,10 +12,12 @@ failure (the rows after it wait for it). The locks go with COMMIT, after the mar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import psycopg
+
+from ..retention import day_partitions
 
 Connection = psycopg.Connection[Any]
 ADVISORY_LOCK_CLASS = 7301
@@ -84,11 +86,6 @@ DELETE FROM outbox
 """Published rows past the horizon that a dropped day did not take: those of a day that kept a row
 not yet published, and of the default partition. By key, not by ctid: a ctid is unique only
 within one partition."""
-
-OUTBOX_DAYS = """
-SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
- WHERE i.inhparent = 'outbox'::regclass AND c.relname ~ '^outbox_[0-9]{8}$' ORDER BY c.relname
-"""
 
 
 @dataclass(frozen=True)
@@ -189,11 +186,10 @@ def purge_published(connection: Connection, horizon: timedelta, batch_size: int 
     assert row is not None
     cutoff: datetime = row[0]
     total = 0
-    for (name,) in connection.execute(OUTBOX_DAYS).fetchall():
-        day = datetime.strptime(name.removeprefix("outbox_"), "%Y%m%d").replace(tzinfo=UTC)
-        if day + timedelta(days=1) <= cutoff:
+    for _, day in day_partitions(connection, "outbox"):
+        if datetime.combine(day + timedelta(days=1), time(0), UTC) <= cutoff:
             with connection.transaction():
-                dropped = connection.execute("SELECT outbox_drop_day(%s, %s)", (day.date(), cutoff)).fetchone()
+                dropped = connection.execute("SELECT outbox_drop_day(%s, %s)", (day, cutoff)).fetchone()
             total += (dropped[0] if dropped else None) or 0
     day_of_cutoff = cutoff.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     created_before = cutoff if horizon < timedelta(days=1) else day_of_cutoff - timedelta(days=1)

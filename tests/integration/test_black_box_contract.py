@@ -33,20 +33,24 @@ def _command(implementation: str) -> list[str]:
     raise ValueError(implementation)
 
 
+def _subject(implementation: str, database_url: str, settings: Settings) -> contract.ProcessSubject:
+    return contract.ProcessSubject(
+        database_url=database_url,
+        bootstrap_servers=settings.kafka_bootstrap_servers,
+        command=_command(implementation),
+        cwd=PROJECT_ROOT,
+        environment={"PYTHONPATH": str(PROJECT_ROOT), "JAVA_TOOL_OPTIONS": JAVA_QUICK_START},
+        make_event=_placed,
+        effects=_units_reserved,
+        same_fact=lambda event: Envelope.new(event.type, event.key, event.payload),
+    )
+
+
 @pytest.fixture(scope="module")
 def inventory_processes(runtime_db: str, settings: Settings) -> dict[str, contract.ProcessSubject]:
     """Each implementation on a schema of its own, built before any scenario starts."""
     return {
-        implementation: contract.ProcessSubject(
-            database_url=service_schema(runtime_db, "inventory", as_url=True),
-            bootstrap_servers=settings.kafka_bootstrap_servers,
-            command=_command(implementation),
-            cwd=PROJECT_ROOT,
-            environment={"PYTHONPATH": str(PROJECT_ROOT), "JAVA_TOOL_OPTIONS": JAVA_QUICK_START},
-            make_event=_placed,
-            effects=_units_reserved,
-            same_fact=lambda event: Envelope.new(event.type, event.key, event.payload),
-        )
+        implementation: _subject(implementation, service_schema(runtime_db, "inventory", as_url=True), settings)
         for implementation in IMPLEMENTATIONS
     }
 
@@ -130,20 +134,10 @@ def test_every_implementation_counts_a_message_marked_before_the_partitioning_by
     before = [m for m in runtime if m.name < "0005"]
     own = sorted((PROJECT_ROOT / "services/inventory/migrations").glob("*.sql"))
 
-    def run(implementation: str) -> None:
-        url = isolated_schema(runtime_db, *before, *own, as_url=True)
-        subject = contract.ProcessSubject(
-            database_url=url,
-            bootstrap_servers=settings.kafka_bootstrap_servers,
-            command=_command(implementation),
-            cwd=PROJECT_ROOT,
-            environment={"PYTHONPATH": str(PROJECT_ROOT), "JAVA_TOOL_OPTIONS": JAVA_QUICK_START},
-            make_event=_placed,
-            effects=_units_reserved,
-        )
+    def run(subject: contract.ProcessSubject) -> None:
         name = subject.consumer_name("legacy")
         marked, fresh = subject.make_event(subject.key()), subject.make_event(subject.key())
-        with psycopg.connect(url, autocommit=True) as connection:
+        with psycopg.connect(subject.database_url, autocommit=True) as connection:
             connection.execute(
                 "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)", (name, marked.message_id)
             )
@@ -156,7 +150,8 @@ def test_every_implementation_counts_a_message_marked_before_the_partitioning_by
         assert (outcomes["applied"], outcomes["duplicate"]) == (1, 1), dict(outcomes)
         assert [subject.effects_of(event) for event in (marked, fresh)] == [0, 1]
 
-    with ThreadPoolExecutor(len(IMPLEMENTATIONS)) as pool:
-        runs = {name: pool.submit(run, name) for name in IMPLEMENTATIONS}
-        failures = {name: future.exception() for name, future in runs.items() if future.exception() is not None}
-    assert not failures, "\n\n".join(f"{name}: {type(error).__name__}: {error}" for name, error in failures.items())
+    upgraded = {
+        implementation: _subject(implementation, isolated_schema(runtime_db, *before, *own, as_url=True), settings)
+        for implementation in IMPLEMENTATIONS
+    }
+    _on_every_implementation(upgraded, run)

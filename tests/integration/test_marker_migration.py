@@ -12,8 +12,7 @@ import psycopg
 from effectively_once import schema
 from effectively_once.correct_path import CLAIM, CLAIM_BESIDE_LEGACY, CLAIM_MANY, claim
 from effectively_once.envelope import Envelope
-from effectively_once.processor import legacy_markers_remain
-from effectively_once.retention import purge_markers
+from effectively_once.retention import legacy_markers_remain, purge_markers
 from tests.integration.conftest import isolated_schema
 
 BEFORE = [m for m in sorted(schema.MIGRATIONS.glob("*.sql")) if m.name < "0005"]

@@ -10,15 +10,15 @@ from datetime import UTC, date, datetime, time, timedelta
 import psycopg
 
 from effectively_once import schema
-from effectively_once.relay.claim import MARK_PUBLISHED, OUTBOX_DAYS, claim, mark_published, purge_published, span
+from effectively_once.relay.claim import MARK_PUBLISHED, claim, mark_published, purge_published, span
+from effectively_once.retention import day_partitions
 from tests.integration.conftest import isolated_schema
 
 RUNTIME = sorted(schema.MIGRATIONS.glob("*.sql"))
 
 
 def _days(connection: psycopg.Connection) -> set[date]:
-    names = [row[0] for row in connection.execute(OUTBOX_DAYS)]
-    return {datetime.strptime(name.removeprefix("outbox_"), "%Y%m%d").date() for name in names}
+    return {day for _, day in day_partitions(connection, "outbox")}
 
 
 def _rows_on(connection: psycopg.Connection, day: date, count: int, published: bool, key: str = "k") -> list[str]:
