@@ -121,6 +121,9 @@ class ConsumerLoop:
         self.between_polls = between_polls
         """Called with the Kafka consumer before each poll (the lab controls' hook; none in production)."""
         self._retry_round = 0
+        self._look_ahead = True
+        """Whether the next poll's committed markers are read first: after a poll that held a
+        duplicate (a run of redeliveries), and on the first poll, where redeliveries come."""
         self.handled = 0
         """Deliveries acknowledged so far (committed or dead-lettered)."""
 
@@ -220,6 +223,7 @@ class ConsumerLoop:
             return
         oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
         self._oldest_unacknowledged.set(max(0.0, time.time() - oldest))
+        self._find_duplicates_ahead(deliveries)
         if self._lanes is not None and not self.processor.path.acknowledges_first:
             self._handle_in_lanes(deliveries)
             return
@@ -232,6 +236,19 @@ class ConsumerLoop:
                 return
         self._oldest_unacknowledged.set(0)
         self._retry_round = 0
+
+    def _find_duplicates_ahead(self, deliveries: list[_Delivery]) -> None:
+        """Mark the deliveries already applied, found in one read, when a run of redeliveries may
+        be under way; remember whether this poll held a duplicate (set again in `_process`)."""
+        events = [d.event for d in deliveries if d.event is not None]
+        look, self._look_ahead = self._look_ahead and len(events) > 1, False
+        if not look:
+            return
+        found = self.processor.duplicates_ahead(events)
+        for delivery in deliveries:
+            if delivery.event is not None and delivery.event.message_id in found:
+                delivery.result = Outcome.DUPLICATE
+                self._look_ahead = True
 
     def _handle_in_lanes(self, deliveries: list[_Delivery]) -> None:
         """One poll's deliveries over the workers: a key's messages in order on one worker, keys in
@@ -281,12 +298,15 @@ class ConsumerLoop:
             "keys": ids([d.event.key for d in deliveries if d.event is not None]),
             "message_ids": ids([d.event.message_id for d in deliveries if d.event is not None]),
         }
-        to_process = [d for d in deliveries if d.event is not None]
-        batch = processor.process_batch([d.event for d in to_process if d.event is not None])
-        for delivery, result in zip(to_process, batch.results, strict=False):
-            delivery.result = result
-        if batch.retry_later:
-            log.warning("database unavailable: %s", batch.retry_later, extra={"consumer": self.name})
+        to_process = [d for d in deliveries if d.event is not None and d.result is None]
+        if to_process:  # not the duplicates found ahead, already counted
+            batch = processor.process_batch([d.event for d in to_process if d.event is not None])
+            for delivery, result in zip(to_process, batch.results, strict=False):
+                delivery.result = result
+                if result is Outcome.DUPLICATE:
+                    self._look_ahead = True
+            if batch.retry_later:
+                log.warning("database unavailable: %s", batch.retry_later, extra={"consumer": self.name})
 
         done: list[_Delivery] = []
         try:

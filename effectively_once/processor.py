@@ -33,6 +33,7 @@ from .correct_path import (
     HandlerBrokeTransaction,
     claim,
 )
+from .duplicates_ahead import committed_markers
 from .envelope import Envelope
 from .faults import FaultPoints
 from .outcomes import Outcome, Strategy
@@ -361,6 +362,34 @@ class MessageProcessor:
             told, self._told = self._told, None
             self.telemetry.emit("deliveries", items=told)
         return BatchResult(list(outcomes))
+
+    def duplicates_ahead(self, events: Sequence[Envelope]) -> set[str]:
+        """The ids among `events` whose markers are committed already, found in one read
+        (duplicates_ahead.py) and counted here as duplicates, so they need no transaction. Empty
+        under a teaching strategy, whose path must meet every copy, or when the read fails: each
+        message then takes its path as usual."""
+        if self.config.strategy is not Strategy.CORRECT or not events:
+            return set()
+        try:
+            connection = self.connection
+            settle(connection)
+            found = committed_markers(connection, self.config.consumer_name, events)
+        except psycopg.Error as error:
+            log.info("looking ahead for duplicates failed: %s", error, extra={"consumer": self.config.consumer_name})
+            if self._connection is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._connection.rollback()
+            return set()
+        if found:
+            self._told = []  # one telemetry record for all of them
+            try:
+                for event in events:
+                    if event.message_id in found:
+                        self.record(event, Outcome.DUPLICATE, found="ahead")
+            finally:
+                told, self._told = self._told, None
+                self.telemetry.emit("deliveries", items=told)
+        return found
 
     def _around_ignored(self, events: Sequence[Envelope]) -> BatchResult:
         """The batch without its ignored events, their IGNORED results put back in place."""

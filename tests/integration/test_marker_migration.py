@@ -11,6 +11,7 @@ import psycopg
 
 from effectively_once import schema
 from effectively_once.correct_path import CLAIM, CLAIM_BESIDE_LEGACY, CLAIM_MANY, claim
+from effectively_once.duplicates_ahead import committed_markers
 from effectively_once.envelope import Envelope
 from effectively_once.retention import legacy_markers_remain, purge_markers
 from tests.integration.conftest import isolated_schema
@@ -57,6 +58,8 @@ def test_markers_written_before_partitioning_still_make_duplicates_until_retenti
         claimed = connection.execute(CLAIM_MANY, (consumer, ["recent", "new-2"], [OCCURRED] * 2)).fetchall()
         assert claimed == [("new-2",)], "the batched claim consults the legacy markers too"
         connection.commit()
+        found = committed_markers(connection, consumer, [_event("recent"), _event("new"), _event("unseen")])
+        assert found == {"recent", "new"}, "the read ahead of a run of redeliveries finds both kinds of marker"
         connection.autocommit = True
 
         assert purge_markers(connection, timedelta(days=30), consumer_name=consumer) == 1
