@@ -20,6 +20,8 @@ OPERATOR = "operator"
 """The chaos panel's redelivery tools, the labs and the soak: they read every topic and write the
 event topics on purpose, as an operator replaying a message would."""
 RELAY = "outbox-relay"
+CDC = "outbox-cdc"
+"""Kafka Connect's worker under RELAY=debezium: it writes the event topics, as the relay does."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ PRINCIPALS: tuple[Principal, ...] = (
     Principal(
         RELAY, (*(Grant("topic", topic, ("WRITE", "DESCRIBE")) for topic in EVENT_TOPICS), _telemetry()), (RELAY,)
     ),
+    Principal(CDC, tuple(Grant("topic", topic, ("WRITE", "DESCRIBE")) for topic in EVENT_TOPICS), ("kafka-connect",)),
     *_consumer_principals(),
     *(
         Principal(name, (_telemetry(),), (name,))

@@ -98,6 +98,13 @@ class Settings(BaseSettings):
     """Which implementation runs in the inventory slot: `make up INVENTORY_IMPL=java` (Spring Boot,
     services/inventory-java) or `node` (TypeScript, services/inventory-node). They keep the same
     contract (docs/consumer-process-contract.md); only the Python one has the teaching strategies."""
+    RELAY: Literal["builtin", "debezium"] = "builtin"
+    """Which relay publishes the outboxes: the runtime's own (`builtin`), or Debezium's PostgreSQL
+    connector and outbox event router in Kafka Connect, reading the write-ahead log
+    (`make up RELAY=debezium`; docs/debezium-relay.md)."""
+    KAFKA_CONNECT_PORT: int = 28083
+    """The REST port of the Kafka Connect worker that RELAY=debezium runs."""
+    KAFKA_CONNECT_HEAP: str = "384m"
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""
@@ -115,6 +122,8 @@ class Settings(BaseSettings):
     MAIL_DB_PASSWORD: str = "mail" + DEVELOPMENT_PASSWORD_SUFFIX
     AUDITOR_DB_PASSWORD: str = "auditor" + DEVELOPMENT_PASSWORD_SUFFIX
     OUTBOX_RELAY_DB_PASSWORD: str = "outbox_relay" + DEVELOPMENT_PASSWORD_SUFFIX
+    OUTBOX_CDC_DB_PASSWORD: str = "outbox_cdc" + DEVELOPMENT_PASSWORD_SUFFIX
+    """The secret each database's replication role (RELAY=debezium) derives its password from."""
 
     EO_STATE_DIR: Path = Field(default_factory=_default_state_dir)
     """Data, logs and sockets of the native run (PostgreSQL data, Kafka log dirs, supervisor)."""
@@ -218,6 +227,12 @@ class Settings(BaseSettings):
     def relay_database_url(self, database: ServiceDatabase) -> str:
         """The outbox relay's URL for one service database."""
         return with_credentials(self.admin_database_url, RELAY_ROLE, self.OUTBOX_RELAY_DB_PASSWORD, database.name)
+
+    def cdc_password(self, database: ServiceDatabase) -> str:
+        """The password of `database`'s replication role: HMAC-SHA256 of the role's name under
+        OUTBOX_CDC_DB_PASSWORD, so that one role's password says nothing of another's."""
+        digest = hmac.new(self.OUTBOX_CDC_DB_PASSWORD.encode(), database.cdc_role.encode(), hashlib.sha256)
+        return digest.hexdigest()[:40]
 
     @property
     def chaos_panel_url(self) -> str:

@@ -22,6 +22,11 @@ class ServiceDatabase:
     """True when the service consumes events or writes an outbox (the runtime's tables)."""
 
     @property
+    def cdc_role(self) -> str:
+        """The replication role Debezium reads this database's outbox through (RELAY=debezium)."""
+        return f"{self.name}_cdc"
+
+    @property
     def password_variable(self) -> str:
         """The environment variable that holds this role's password."""
         return f"{self.name.upper()}_DB_PASSWORD"

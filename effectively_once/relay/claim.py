@@ -39,10 +39,12 @@ SELECT key FROM unnest(%(keys)s::text[]) AS key
  WHERE pg_try_advisory_xact_lock(%(class)s, hashtext(key))
 """
 
-ENVELOPE = """json_build_object('message_id', message_id, 'type', event_type, 'version', event_version,
-                         'key', aggregate_key, 'occurred_at', created_at,
-                         'trace_id', headers->>'trace_id', 'payload', payload)::text"""
-"""An outbox row as the envelope consumers decode: the one definition (the panel's republish uses it too)."""
+ENVELOPE = """coalesce(envelope, json_build_object('message_id', message_id, 'type', event_type,
+                         'version', event_version, 'key', aggregate_key, 'occurred_at', created_at,
+                         'trace_id', headers->>'trace_id', 'payload', payload)::text)"""
+"""An outbox row as the envelope consumers decode: the text its insert wrote (migration 0007, which
+Debezium sends too), or for a row from before that migration, the same built here. The panel's
+republish uses it too."""
 
 ROWS_OF_KEYS = f"""
 SELECT message_id, aggregate_key, topic, headers->>'trace_id', created_at, extract(epoch FROM created_at),

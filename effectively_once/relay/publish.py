@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from ..kafka_client import client_config
+from ..kafka_client import KEY_PARTITIONER, client_config
 from .claim import OutboxRow
 
 
@@ -22,6 +22,7 @@ def producer_settings(bootstrap_servers: str, delivery_timeout_seconds: float, a
     (leader-only confirmation, which idempotence does not allow)."""
     return {
         **client_config(bootstrap_servers),
+        **KEY_PARTITIONER,
         "acks": acks,
         "enable.idempotence": acks == "all",
         "linger.ms": 2,

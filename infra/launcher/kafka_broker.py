@@ -10,7 +10,6 @@ replicas, so a node may be lost from the first order on.
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from effectively_once.kafka_client import client_config
+from infra.launcher import maven_jars
 from infra.launcher.errors import LaunchError
 from services.kafka_access import ADMIN
 from services.settings import PROJECT_ROOT, Settings
@@ -46,44 +46,17 @@ def _run_or_fail(command: list[str], failure: str, fix: str) -> None:
 
 def jar_dir(settings: Settings) -> Path:
     """Where this pom's jars are cached; a changed pom gets a fresh directory."""
-    digest = hashlib.sha1(POM.read_bytes()).hexdigest()[:12]
-    return settings.EO_CACHE_DIR / "kafka" / digest / "libs"
+    return maven_jars.jar_dir(settings, POM, "kafka")
 
 
 def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
     """The directory of the broker's jars, fetched from Maven Central on the first run only."""
-    libs = jar_dir(settings)
-    if (libs / ".complete").exists():
-        return libs
-    mvn = shutil.which("mvn")
-    if not mvn:
+    if not (jar_dir(settings) / ".complete").exists() and not shutil.which("mvn"):
         raise LaunchError(
             "Maven (mvn) was not found, and the Kafka broker's jars are not cached yet",
             "install Maven (on Debian: `apt-get install maven`), or set KAFKA_BOOTSTRAP_SERVERS to use a Kafka you run",
         )
-    say("fetching the Kafka broker's jars from Maven Central (first run only, ~30 s)")
-    staging = libs.with_name("libs.partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    started = time.monotonic()
-    _run_or_fail(
-        [
-            mvn,
-            "-B",
-            "-q",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            "-DoutputDirectory=" + str(staging),
-        ],
-        "Maven could not fetch the Kafka broker's jars",
-        "check that Maven Central is reachable (`mvn -f infra/kafka/pom.xml dependency:resolve`)",
-    )
-    (staging / ".complete").write_text(POM.read_text())
-    shutil.rmtree(libs, ignore_errors=True)
-    staging.rename(libs)
-    say(f"fetched {len(list(libs.glob('*.jar')))} jars in {time.monotonic() - started:.0f} s")
-    return libs
+    return maven_jars.ensure(settings, POM, "kafka", "the Kafka broker", say)
 
 
 def node_names(settings: Settings) -> list[str]:

@@ -164,6 +164,14 @@ def server_command(bindir: Path, settings: Settings) -> list[str]:
         "shared_buffers=256MB",
         "-c",
         "log_min_messages=warning",
+        # Logical decoding, for RELAY=debezium's connectors; set always, so that switching relays
+        # needs no restart of the cluster.
+        "-c",
+        "wal_level=logical",
+        "-c",
+        "max_replication_slots=16",
+        "-c",
+        "max_wal_senders=16",
     ]
 
 

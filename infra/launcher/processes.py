@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.launcher import inventory_implementations, kafka_broker, postgres_cluster, prometheus_server
+from infra.launcher import inventory_implementations, kafka_broker, kafka_connect, postgres_cluster, prometheus_server
 from infra.launcher.supervisor import Program
 from services.kafka_access import principal_of
 from services.settings import PROJECT_ROOT, Settings, with_credentials
@@ -22,6 +22,8 @@ KAFKA = "kafka"
 """The Kafka node's name with BROKERS=1; with three, kafka_broker.node_names()."""
 CHAOS_PANEL = "chaos-panel"
 OUTBOX_RELAY = "outbox-relay"
+KAFKA_CONNECT = "kafka-connect"
+"""RELAY=debezium's relay: Kafka Connect's worker with one Debezium connector per outbox database."""
 ORDERS_API = "orders-api"
 PAYMENT_PROVIDER = "payment-provider"
 MAIL = "mail"
@@ -67,6 +69,8 @@ def background_instances(settings: Settings) -> list[Instance]:
     CONTROL_PORT_BASE + its number for the first, + 10 × (replica − 1) more for the others."""
     instances = []
     for name, module, database_name, offset, members in BACKGROUND:
+        if name == OUTBOX_RELAY and settings.RELAY != "builtin":
+            continue  # Debezium relays instead (kafka_connect_program)
         for replica in range(1, (settings.REPLICAS if name in REPLICATED else 1) + 1):
             instances.append(
                 Instance(
@@ -114,6 +118,17 @@ def kafka_programs(settings: Settings, java: str, libs: Path) -> list[Program]:
         )
         for node, name in enumerate(kafka_broker.node_names(settings), start=1)
     ]
+
+
+def kafka_connect_program(settings: Settings, java: str, libs: Path) -> Program:
+    """RELAY=debezium's relay, started after the slots exist (stack.up)."""
+    return Program(
+        name=KAFKA_CONNECT,
+        command=kafka_connect.command(java, libs, settings),
+        stop_wait_seconds=30,
+        ports=(settings.KAFKA_CONNECT_PORT,),
+        priority=300,
+    )
 
 
 def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str, str]:

@@ -54,15 +54,29 @@ def _ensure_database(admin: psycopg.Connection, database: ServiceDatabase) -> No
         admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(name, sql.Identifier(RELAY_ROLE)))
 
 
-def apply_migrations(url: str, database: ServiceDatabase) -> list[str]:
+def _ensure_replication_role(admin: psycopg.Connection, database: ServiceDatabase, password: str) -> None:
+    """The role Debezium reads `database`'s outbox through (RELAY=debezium): it may log in, stream
+    the write-ahead log and read the outbox (granted by `apply_migrations`), and nothing else."""
+    _ensure_role(admin, database.cdc_role, password)
+    admin.execute(sql.SQL("ALTER ROLE {} REPLICATION").format(sql.Identifier(database.cdc_role)))
+    admin.execute(
+        sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+            sql.Identifier(database.name), sql.Identifier(database.cdc_role)
+        )
+    )
+
+
+def apply_migrations(url: str, database: ServiceDatabase, cdc: bool = False) -> list[str]:
     """Apply, as the service's own role, every migration not applied yet (the runtime's first,
-    where the service runs it); return their names."""
+    where the service runs it); return their names. `cdc`: let its replication role read the outbox."""
     with psycopg.connect(url, autocommit=True) as connection:
         try:
             runtime = database.runs_consumer_runtime
             applied_now = schema.migrate(connection, migration_folders(database), runtime=runtime)
             if runtime:
                 schema.grant_relay(connection, RELAY_ROLE)
+            if runtime and cdc:
+                connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(sql.Identifier(database.cdc_role)))
         except schema.MigrationError as error:
             raise LaunchError(str(error), "rename it, e.g. 0002_add_reservations.sql") from error
         # The auditor reads every table, now and later; it writes none.
@@ -79,7 +93,9 @@ def apply_migrations(url: str, database: ServiceDatabase) -> list[str]:
 
 
 def provision(settings: Settings, say: Callable[[str], None]) -> None:
-    """Create roles and databases, then migrate every service database."""
+    """Create roles and databases, then migrate every service database; with RELAY=debezium,
+    a replication role for each outbox database too."""
+    cdc = settings.RELAY == "debezium"
     try:
         with psycopg.connect(settings.admin_database_url, autocommit=True, connect_timeout=5) as admin:
             admin.execute("SELECT pg_advisory_lock(%s)", (PROVISIONING_LOCK,))
@@ -89,10 +105,12 @@ def provision(settings: Settings, say: Callable[[str], None]) -> None:
                 for database in DATABASES:
                     _ensure_role(admin, database.role, settings.database_password(database))
                     _ensure_database(admin, database)
+                    if cdc and database.runs_consumer_runtime:
+                        _ensure_replication_role(admin, database, settings.cdc_password(database))
             finally:
                 admin.execute("SELECT pg_advisory_unlock(%s)", (PROVISIONING_LOCK,))
         for database in DATABASES:
-            for name in apply_migrations(settings.service_database_url(database), database):
+            for name in apply_migrations(settings.service_database_url(database), database, cdc):
                 say(f"migrated {name}")
     except psycopg.Error as error:
         raise LaunchError(

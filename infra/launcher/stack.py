@@ -14,6 +14,7 @@ from effectively_once.kafka_client import principal_from_environment
 from infra.launcher import (
     inventory_implementations,
     kafka_broker,
+    kafka_connect,
     kafka_principals,
     postgres_cluster,
     processes,
@@ -141,6 +142,10 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         infrastructure.extend(processes.kafka_programs(settings, java, libs))
     else:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
+    debezium = with_platform and settings.RELAY == "debezium"
+    if debezium:
+        java = require_java(os.environ.get("JAVA_HOME"))
+        infrastructure.append(processes.kafka_connect_program(settings, java, kafka_connect.ensure_jars(settings, say)))
     if with_platform:
         inventory_implementations.build(settings.INVENTORY_IMPL, say)
         prometheus_server.ensure_installed(say)
@@ -156,7 +161,9 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         postgres_cluster.ensure_initialised(bindir, settings, say)
     if settings.uses_own_kafka:
         kafka_broker.ensure_formatted(java, libs, settings, say)
-    supervisor.start_daemon(infrastructure + all_platform)
+    connect = [program for program in infrastructure if program.name == processes.KAFKA_CONNECT]
+    infrastructure = [program for program in infrastructure if program not in connect]  # started last
+    supervisor.start_daemon(infrastructure + connect + all_platform)
     for program in infrastructure:
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
         supervisor.start(program.name)
@@ -177,6 +184,14 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         kafka_broker.wait_until_replicated(
             settings.kafka_bootstrap_servers, settings.kafka_replication_factor, 120, still_starting=watch_kafka
         )
+    for program in connect:
+        kafka_connect.require_logical_decoding(settings.admin_database_url)
+        made = kafka_connect.ensure_slots(settings.admin_database_url)
+        if made:
+            say(f"made replication slots {', '.join(made)}")
+        say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
+        supervisor.start(program.name)
+        kafka_connect.wait_until_running(settings.KAFKA_CONNECT_PORT, 120, _watch(supervisor, program.name))
     for program in platform:  # all at once, then each waited for
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
         supervisor.start(program.name, wait=False)

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 
 from effectively_once.dead_letters import dead_letter_headers
 from effectively_once.envelope import MAX_BODY_BYTES
-from effectively_once.kafka_client import client_config
+from effectively_once.kafka_client import KEY_PARTITIONER, client_config
 from services.chaos_panel.records import OutboxEvent
 from services.topology import CONSUMERS, EVENT_TOPICS, ORDERS_EVENTS, TOPIC_PARTITIONS
 
@@ -69,6 +69,7 @@ class Injector:
             self._created = Producer(
                 {
                     **client_config(self._bootstrap_servers),
+                    **KEY_PARTITIONER,
                     "acks": "all",
                     "linger.ms": 0,
                     "message.max.bytes": 1_000_000,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from effectively_once.kafka_client import KafkaPrincipal, KafkaPrincipalError, client_config, principal_from_environment
 from infra.launcher import kafka_broker, processes
 from infra.launcher.kafka_principals import bindings
-from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS, RELAY, acl_table, principal_of
+from services.kafka_access import ADMIN, CDC, OPERATOR, PRINCIPALS, RELAY, acl_table, principal_of
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import CONSUMERS, EVENT_TOPICS, TELEMETRY_TOPIC, Consumer
 
@@ -30,8 +30,8 @@ def _granted(topic: str, operation: str) -> set[str]:
 
 
 @pytest.mark.parametrize("topic", EVENT_TOPICS)
-def test_only_the_relay_and_the_operator_may_write_an_event_topic(topic: str) -> None:
-    assert _granted(topic, "WRITE") == {RELAY, OPERATOR}
+def test_only_the_relays_and_the_operator_may_write_an_event_topic(topic: str) -> None:
+    assert _granted(topic, "WRITE") == {RELAY, CDC, OPERATOR}
 
 
 @pytest.mark.parametrize("consumer", CONSUMERS, ids=lambda c: c.name)
@@ -59,7 +59,9 @@ def test_every_supervised_program_has_its_own_principal_and_replicas_share_it() 
     assert named["inventory-3"] == named["inventory"] == "inventory-reservation-v1"
     assert named["chaos-panel"] == OPERATOR
     assert named["payment-executor"] != named["payment"]
-    assert len({user for name, user in named.items() if not name[-1].isdigit()}) == len(PRINCIPALS)
+    # Kafka Connect's worker (RELAY=debezium) is given its principal in its rendered properties.
+    assert principal_of(processes.KAFKA_CONNECT) == CDC
+    assert len({user for name, user in named.items() if not name[-1].isdigit()}) == len(PRINCIPALS) - 1
 
 
 def test_a_program_that_is_not_the_platforms_has_no_principal() -> None:

@@ -1,0 +1,35 @@
+-- The envelope consumers decode, written once with its row: one definition for both relays. The
+-- built-in relay sends this column's text as the message value, and so does Debezium's outbox
+-- event router (RELAY=debezium), so a consumer receives the same bytes from either. The trigger
+-- fills it for every writer (the Python runtime, the Java and TypeScript stacks, a team's own),
+-- with times in UTC whatever the session's time zone.
+--
+-- Rows written before this migration have no envelope; the relay builds theirs as it did.
+
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS envelope text;
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS trace_id text;  -- a column of its own: a header under CDC
+
+CREATE OR REPLACE FUNCTION outbox_envelope() RETURNS trigger
+    LANGUAGE plpgsql SET timezone = 'UTC' AS $$
+BEGIN
+    NEW.trace_id := NEW.headers->>'trace_id';
+    NEW.envelope := json_build_object('message_id', NEW.message_id, 'type', NEW.event_type,
+                                      'version', NEW.event_version, 'key', NEW.aggregate_key,
+                                      'occurred_at', NEW.created_at, 'trace_id', NEW.trace_id,
+                                      'payload', NEW.payload)::text;
+    RETURN NEW;
+END;
+$$;
+
+DROP TRIGGER IF EXISTS outbox_envelope ON outbox;
+CREATE TRIGGER outbox_envelope BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION outbox_envelope();
+
+-- What logical decoding hands to Debezium: inserts only (the built-in relay's marks and the
+-- purge are none of its business), under the partitioned table's own name, not its days'.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_publication WHERE pubname = 'eo_outbox') THEN
+        CREATE PUBLICATION eo_outbox FOR TABLE outbox WITH (publish = 'insert', publish_via_partition_root = true);
+    END IF;
+END;
+$$;
