@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.topology import CONSUMERS, EVENT_TOPICS, TELEMETRY_TOPIC, all_topics
+from services.topology import CDC_HEARTBEAT_PREFIX, CONSUMERS, EVENT_TOPICS, TELEMETRY_TOPIC, all_topics
 
 ADMIN = "admin"
 """The brokers' own principal (between nodes, to the controllers) and the launcher's: a super user."""
@@ -75,7 +75,14 @@ PRINCIPALS: tuple[Principal, ...] = (
     Principal(
         RELAY, (*(Grant("topic", topic, ("WRITE", "DESCRIBE")) for topic in EVENT_TOPICS), _telemetry()), (RELAY,)
     ),
-    Principal(CDC, tuple(Grant("topic", topic, ("WRITE", "DESCRIBE")) for topic in EVENT_TOPICS), ("kafka-connect",)),
+    Principal(
+        CDC,
+        (
+            *(Grant("topic", topic, ("WRITE", "DESCRIBE")) for topic in EVENT_TOPICS),
+            Grant("topic", CDC_HEARTBEAT_PREFIX, ("WRITE", "DESCRIBE"), prefixed=True),
+        ),
+        ("kafka-connect",),
+    ),
     *_consumer_principals(),
     *(
         Principal(name, (_telemetry(),), (name,))

@@ -85,6 +85,16 @@ TELEMETRY_TOPIC = "platform.telemetry"
 """Deliveries, faults and process starts, as each process tells them (the panel's timeline)."""
 
 
+CDC_HEARTBEAT_PREFIX = "__eo-cdc-heartbeat"
+"""Under RELAY=debezium each connector tells its position every second on a topic of this prefix,
+so that its slot's confirmed position moves on while the outbox is idle (docs/debezium-relay.md)."""
+
+
+def cdc_heartbeat_topic(database_name: str) -> str:
+    """The heartbeat topic of `database_name`'s connector (its topic.prefix is eo-cdc-<database>)."""
+    return f"{CDC_HEARTBEAT_PREFIX}.eo-cdc-{database_name}"
+
+
 def all_topics() -> tuple[str, ...]:
     """Every topic the launcher creates up front: event topics, one dead-letter topic per consumer,
     and the telemetry topic."""

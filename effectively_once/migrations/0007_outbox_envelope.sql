@@ -8,11 +8,15 @@
 
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS envelope text;
 ALTER TABLE outbox ADD COLUMN IF NOT EXISTS trace_id text;  -- a column of its own: a header under CDC
+-- The transaction that wrote the row: under CDC the relay marks a row published once Debezium's
+-- slot has confirmed every transaction below a watermark (effectively_once/relay/cdc.py).
+ALTER TABLE outbox ADD COLUMN IF NOT EXISTS xact xid8;
 
 CREATE OR REPLACE FUNCTION outbox_envelope() RETURNS trigger
     LANGUAGE plpgsql SET timezone = 'UTC' AS $$
 BEGIN
     NEW.trace_id := NEW.headers->>'trace_id';
+    NEW.xact := pg_current_xact_id();
     NEW.envelope := json_build_object('message_id', NEW.message_id, 'type', NEW.event_type,
                                       'version', NEW.event_version, 'key', NEW.aggregate_key,
                                       'occurred_at', NEW.created_at, 'trace_id', NEW.trace_id,

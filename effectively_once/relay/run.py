@@ -34,7 +34,15 @@ def build(settings: RelaySettings, faults: FaultPoints, telemetry: Telemetry | N
         )
     )
     return [
-        DatabaseRelay(name, partial(psycopg.connect, url, connect_timeout=5), producer, settings, faults, telemetry)
+        DatabaseRelay(
+            name,
+            partial(psycopg.connect, url, connect_timeout=5),
+            producer,
+            settings,
+            faults,
+            telemetry,
+            cdc_slot=settings.RELAY_CDC_SLOTS.get(name),
+        )
         for name, url in sorted(settings.OUTBOX_DATABASE_URLS.items())
     ]
 

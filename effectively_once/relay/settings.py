@@ -16,6 +16,10 @@ class RelaySettings(ProcessSettings):
     """Name -> URL of every service database whose outbox this relay publishes (JSON), each as
     a role granted what `effectively-once-migrate --relay-role` grants. The relay process
     refuses to start with none."""
+    RELAY_CDC_SLOTS: dict[str, str] = Field(default_factory=dict)
+    """Name -> replication slot, for each outbox database that Debezium publishes (RELAY=debezium;
+    JSON): the relay publishes none of its rows, and marks them published once the slot has
+    confirmed them (relay/cdc.py), keeping its days and purging as for any other."""
     KAFKA_BOOTSTRAP_SERVERS: str = Field(min_length=1)
     RELAY_BATCH_SIZE: int = Field(default=1000, ge=1, le=100_000)
     """Rows claimed, published and marked per transaction."""

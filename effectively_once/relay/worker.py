@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from ..faults import FaultPoints
 from ..telemetry import NoTelemetry, Telemetry, ids
 from . import claim, metrics
+from .cdc import ReadMarks
 from .publish import publish
 from .settings import RelaySettings
 
@@ -40,8 +41,11 @@ class DatabaseRelay:
         settings: RelaySettings,
         faults: FaultPoints,
         telemetry: Telemetry | None = None,
+        cdc_slot: str | None = None,
     ) -> None:
         self.name = name
+        self._read_marks = ReadMarks(cdc_slot) if cdc_slot else None
+        """Set when Debezium publishes this outbox: the relay only marks what the slot confirmed."""
         self._connect = connect
         self._producer = producer
         self._settings = settings
@@ -82,8 +86,11 @@ class DatabaseRelay:
 
     def _serve(self, work: Connection, listen: Connection) -> None:
         while not self._stopping.is_set():
-            while self.relay_once(work) and not self._stopping.is_set():
-                pass
+            if self._read_marks is not None:
+                self.mark_read(work)
+            else:
+                while self.relay_once(work) and not self._stopping.is_set():
+                    pass
             self._maybe_purge(work)
             self._observe_backlog(work)
             # Sleep until a commit notifies us, or the poll interval passes (rows in backoff
@@ -146,6 +153,15 @@ class DatabaseRelay:
             )
             return 0  # back off: wait for the poll interval instead of spinning
         return len(rows)
+
+    def mark_read(self, work: Connection) -> int:
+        """Under CDC: mark the rows Debezium's slot has confirmed (relay/cdc.py); how many."""
+        assert self._read_marks is not None
+        marked = self._read_marks.mark(work)
+        if marked:
+            metrics.PUBLISHED.labels(self.name).inc(marked)
+            self.published += marked
+        return marked
 
     def _maybe_purge(self, work: Connection) -> None:
         if time.monotonic() - self._last_purge >= self._settings.RELAY_PURGE_INTERVAL_SECONDS:

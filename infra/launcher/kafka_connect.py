@@ -25,7 +25,7 @@ from infra.launcher.errors import LaunchError
 from infra.launcher.kafka_broker import LOG4J_CONFIG
 from services.kafka_access import CDC
 from services.settings import PROJECT_ROOT, Settings
-from services.topology import DATABASES, ServiceDatabase
+from services.topology import DATABASES, ServiceDatabase, cdc_heartbeat_topic
 
 CONNECT_DIR = PROJECT_ROOT / "infra" / "connect"
 POM = CONNECT_DIR / "pom.xml"
@@ -39,6 +39,11 @@ PUBLICATION = "eo_outbox"
 def outbox_databases() -> list[ServiceDatabase]:
     """The databases with an outbox: one connector, one slot and one replication role each."""
     return [database for database in DATABASES if database.runs_consumer_runtime]
+
+
+def heartbeat_topics() -> tuple[str, ...]:
+    """Each connector's heartbeat topic, made by the launcher (the worker makes no topic)."""
+    return tuple(cdc_heartbeat_topic(database.name) for database in outbox_databases())
 
 
 def slot_name(database: ServiceDatabase | str) -> str:

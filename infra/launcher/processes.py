@@ -69,8 +69,6 @@ def background_instances(settings: Settings) -> list[Instance]:
     CONTROL_PORT_BASE + its number for the first, + 10 × (replica − 1) more for the others."""
     instances = []
     for name, module, database_name, offset, members in BACKGROUND:
-        if name == OUTBOX_RELAY and settings.RELAY != "builtin":
-            continue  # Debezium relays instead (kafka_connect_program)
         for replica in range(1, (settings.REPLICAS if name in REPLICATED else 1) + 1):
             instances.append(
                 Instance(
@@ -309,6 +307,10 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             environment["OUTBOX_DATABASE_URLS"] = json.dumps(
                 {db.name: settings.relay_database_url(db) for db in DATABASES if db.runs_consumer_runtime}
             )
+            if settings.RELAY == "debezium":  # Debezium publishes; the relay marks what it confirmed, and purges
+                environment["RELAY_CDC_SLOTS"] = json.dumps(
+                    {db.name: kafka_connect.slot_name(db) for db in kafka_connect.outbox_databases()}
+                )
         else:
             environment["DATABASE_URL"] = settings.service_database_url(database(database_name))
             environment["EO_INSTANCE_ID"] = f"{name}-0" if instance.replica == 1 else name

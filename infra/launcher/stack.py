@@ -186,6 +186,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         )
     for program in connect:
         kafka_connect.require_logical_decoding(settings.admin_database_url)
+        kafka_broker.ensure_topics(settings.kafka_bootstrap_servers, kafka_connect.heartbeat_topics())
         made = kafka_connect.ensure_slots(settings.admin_database_url)
         if made:
             say(f"made replication slots {', '.join(made)}")

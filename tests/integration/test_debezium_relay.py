@@ -5,12 +5,14 @@ outbox's inserts from the write-ahead log and sends exactly what the built-in re
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from confluent_kafka import Message
@@ -26,9 +28,11 @@ from infra.launcher.kafka_broker import ensure_topics
 from infra.launcher.preflight import require_java
 from services.kafka_access import ADMIN
 from services.settings import Settings
+from services.topology import cdc_heartbeat_topic
 from tests.support.ledger import entry
 from tests.support.network import free_port
 from tests.support.outbox import make_relay, read_topic, write_events
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -37,7 +41,9 @@ pytestmark = pytest.mark.timeout(600)
 class Cdc:
     """A database of its own with the runtime's tables, read by a Connect worker of its own."""
 
+    name: str
     url: str
+    rest_port: int
     worker: subprocess.Popen[bytes]
     log: Path
 
@@ -58,6 +64,7 @@ def cdc(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
             connection.execute(migration.read_text())
         connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(sql.Identifier(role)))
     kafka_connect.ensure_slot(url, kafka_connect.slot_name(name))
+    ensure_topics(settings.kafka_bootstrap_servers, (cdc_heartbeat_topic(name),))
 
     directory = tmp_path_factory.mktemp("connect")
     port = free_port()
@@ -77,7 +84,7 @@ def cdc(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
     try:
         kafka_connect.wait_until_running(port, 180, alive, [name])
-        yield Cdc(url, process, log)
+        yield Cdc(name, url, port, process, log)
     finally:
         process.kill()
         process.wait()
@@ -110,10 +117,7 @@ def _both_relays_send(settings: Settings, cdc: Cdc, topic: str, count: int) -> d
             pass
     copies: dict[str, list[tuple[Any, ...]]] = {}
     for message in read_topic(settings.kafka_bootstrap_servers, topic, 2 * count):
-        headers = dict(message.headers() or [])
-        message_id = headers["eo-message-id"]
-        assert isinstance(message_id, bytes)
-        copies.setdefault(message_id.decode(), []).append(_as_sent(message))
+        copies.setdefault(_message_id(message), []).append(_as_sent(message))
     return copies
 
 
@@ -154,3 +158,66 @@ def test_any_payload_reaches_consumers_as_the_same_bytes_from_either_relay(
     for message_id in ids:
         debezium, builtin = copies[message_id]
         assert debezium == builtin
+
+
+def _unmarked(url: str) -> set[str]:
+    with psycopg.connect(url) as connection:
+        return {row[0] for row in connection.execute("SELECT message_id FROM outbox WHERE published_at IS NULL")}
+
+
+def _sent(settings: Settings, topic: str, at_least: int) -> set[str]:
+    return {_message_id(message) for message in read_topic(settings.kafka_bootstrap_servers, topic, at_least, 10)}
+
+
+def _confirmed_past(connection: psycopg.Connection, cdc: Cdc, position: Any) -> bool:
+    row = connection.execute(
+        "SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots WHERE slot_name = %s",
+        (position[0], kafka_connect.slot_name(cdc.name)),
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _connector(cdc: Cdc, action: str) -> None:
+    httpx.put(f"http://127.0.0.1:{cdc.rest_port}/connectors/outbox-{cdc.name}/{action}", timeout=10).raise_for_status()
+
+
+def test_the_relay_marks_a_row_only_once_debeziums_slot_has_confirmed_its_commit(
+    settings: Settings, cdc: Cdc, topic: str
+) -> None:
+    """A row is never marked published before it is on its topic: not while Debezium is paused,
+    and not when its transaction began before rows that Debezium sent and confirmed."""
+    relay = make_relay(cdc.url, settings.kafka_bootstrap_servers, cdc_slot=kafka_connect.slot_name(cdc.name))
+    marks = psycopg.connect(cdc.url, autocommit=True)
+    held = psycopg.connect(cdc.url)
+    try:
+        relay.mark_read(marks)
+        early = entry("order-held")
+        add_to_outbox(held, early, topic)  # its transaction stays open while later ones commit
+        first = write_events(cdc.url, topic, ["order-a", "order-b"], per_key=2)
+        wait_for(lambda: _sent(settings, topic, len(first)) == set(first), 30, "Debezium to send what committed")
+        relay.mark_read(marks)  # a watermark taken now, which the slot passes before the pause
+        position = marks.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
+        wait_for(lambda: _confirmed_past(marks, cdc, position), 30, "the slot to confirm past the watermark")
+        _connector(cdc, "pause")
+        held.commit()  # committed while Debezium does not read
+        paused = write_events(cdc.url, topic, ["order-c"], per_key=2)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            relay.mark_read(marks)
+            marked = {early.message_id, *first, *paused} - _unmarked(cdc.url)
+            assert marked <= _sent(settings, topic, 1), "a row was marked published before it reached its topic"
+        assert early.message_id in _unmarked(cdc.url), "the held transaction's row waits for Debezium"
+
+        _connector(cdc, "resume")
+        wait_for(lambda: (relay.mark_read(marks), not _unmarked(cdc.url))[1], 60, "every row to be marked")
+        assert _sent(settings, topic, len(first) + 3) == {early.message_id, *first, *paused}
+    finally:
+        _connector(cdc, "resume")
+        marks.close()
+        held.close()
+
+
+def _message_id(message: Message) -> str:
+    value = dict(message.headers() or [])["eo-message-id"]
+    assert isinstance(value, bytes)
+    return value.decode()

@@ -49,10 +49,14 @@ def relay_settings(bootstrap: str, **overrides: Any) -> RelaySettings:
     return RelaySettings(**{"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RELAY_POLL_INTERVAL_SECONDS": 0.2, **overrides})
 
 
-def make_relay(url: str, bootstrap: str, faults: FaultPoints | None = None, **overrides: Any) -> DatabaseRelay:
+def make_relay(
+    url: str, bootstrap: str, faults: FaultPoints | None = None, cdc_slot: str | None = None, **overrides: Any
+) -> DatabaseRelay:
     settings = relay_settings(bootstrap, **overrides)
     producer = Producer(producer_settings(bootstrap, settings.RELAY_DELIVERY_TIMEOUT_SECONDS))
-    return DatabaseRelay("test", lambda: psycopg.connect(url), producer, settings, faults or FaultPoints())
+    return DatabaseRelay(
+        "test", lambda: psycopg.connect(url), producer, settings, faults or FaultPoints(), cdc_slot=cdc_slot
+    )
 
 
 def read_topic(bootstrap: str, topic: str, count: int, timeout: float = 60) -> list[Message]:
