@@ -91,6 +91,7 @@ def _port_variable(program: Program, port: int) -> str:
         processes.ORDERS_API: "ORDERS_API_PORT",
         processes.PAYMENT_PROVIDER: "PAYMENT_PROVIDER_PORT",
         processes.MAIL: "MAIL_PORT",
+        processes.KAFKA_CONNECT: "KAFKA_CONNECT_PORT",
     }
     if kafka_broker.is_node_name(program.name):
         return "KAFKA_PORT or KAFKA_CONTROLLER_PORT"
@@ -208,6 +209,7 @@ def prepare(settings: Settings, say: Say) -> None:
     if settings.uses_own_kafka:
         require_java(os.environ.get("JAVA_HOME"))
         kafka_broker.ensure_jars(settings, say)
+    kafka_connect.ensure_jars(settings, say)  # RELAY=debezium's, and its tests'
     prometheus_server.ensure_installed(say)
 
 

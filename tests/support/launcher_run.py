@@ -27,6 +27,7 @@ def _system_ports() -> dict[str, int]:
             "PAYMENT_PROVIDER_PORT",
             "MAIL_PORT",
             "PROMETHEUS_PORT",
+            "KAFKA_CONNECT_PORT",
         ),
         {"CONTROL_PORT_BASE": 60, "KAFKA_PORT": 6},
     )

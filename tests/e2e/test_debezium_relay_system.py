@@ -1,0 +1,122 @@
+"""A whole system with RELAY=debezium (`make up RELAY=debezium` on ports and state of its own):
+Kafka Connect's worker is killed in the middle of the flow; the supervisor restarts it, it resumes
+from its last flushed position and sends again what came after; the consumers count those as
+duplicates, every order ends, and the auditor finds nothing lost or doubled."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from infra.launcher import kafka_connect, processes
+from infra.launcher.supervisor import Supervisor
+from services.chaos_panel.auditor import audit, database_reader, report
+from services.orders.load import LoadResult, place_orders
+from services.settings import Settings
+from services.topology import database
+from tests.support.launcher_run import LauncherRun, running_system
+from tests.support.waiting import wait_for
+
+ORDERS = 150
+FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
+CONSUMER_PROCESSES = ("orders-saga", "inventory", "payment", "notification", "sales-projection")
+
+
+@pytest.fixture(scope="module")
+def system() -> Iterator[tuple[LauncherRun, Settings]]:
+    with running_system(RELAY="debezium") as run:
+        yield run, run.settings()
+
+
+def _duplicates(settings: Settings) -> float:
+    """Deliveries every consumer process counted as duplicates so far, from their /metrics."""
+    urls = processes.control_urls(settings)
+    total = 0.0
+    for name in CONSUMER_PROCESSES:
+        text = httpx.get(f"{urls[name]}/metrics", timeout=5).text
+        for line in text.splitlines():
+            if line.startswith("eo_consumer_messages_total{") and 'outcome="duplicate"' in line:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _unmarked(settings: Settings) -> int:
+    count = 0
+    for outbox in kafka_connect.outbox_databases():
+        with psycopg.connect(settings.auditor_database_url(outbox)) as connection:
+            row = connection.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
+            count += int(row[0]) if row else 0
+    return count
+
+
+def test_the_connect_worker_killed_mid_flow_loses_and_doubles_nothing(system: tuple[LauncherRun, Settings]) -> None:
+    run, settings = system
+    supervisor = Supervisor(run.state_dir)
+    states = kafka_connect.connector_states(settings.KAFKA_CONNECT_PORT)
+    assert set(states.values()) == {"RUNNING"} and len(states) == len(kafka_connect.outbox_databases()), states
+    duplicates_before = _duplicates(settings)
+    api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
+    placed: list[LoadResult] = []
+    placing = threading.Thread(
+        target=lambda: placed.append(place_orders(api, rate=40, count=ORDERS, seed=3, quiet=True))
+    )
+    placing.start()
+    with psycopg.connect(settings.auditor_database_url(database("orders"))) as orders:
+
+        def flowing() -> bool:
+            row = orders.execute("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL").fetchone()
+            return bool(row and row[0] >= 30)
+
+        wait_for(flowing, 60, "Debezium's events to flow and be marked")
+    killed = supervisor.info(processes.KAFKA_CONNECT)["pid"]
+    os.kill(killed, signal.SIGKILL)
+    wait_for(
+        lambda: supervisor.info(processes.KAFKA_CONNECT)["pid"] not in (0, killed),
+        60,
+        "the supervisor to restart the Connect worker",
+    )
+    kafka_connect.wait_until_running(settings.KAFKA_CONNECT_PORT, 120, lambda: None)
+    placing.join()
+    assert placed and len(placed[0].order_ids) == ORDERS and not placed[0].failures
+
+    with httpx.Client(base_url=api, timeout=10) as client:
+
+        def all_final() -> bool:
+            orders_now = client.get("/orders", params={"limit": 500}).json()
+            return sum(order["status"] in FINAL for order in orders_now) == ORDERS
+
+        wait_for(all_final, 240, f"all {ORDERS} orders to reach a final status", interval=0.5)
+    wait_for(lambda: _unmarked(settings) == 0, 60, "every outbox row to be marked as Debezium confirms it")
+    assert _duplicates(settings) > duplicates_before, "what the restarted worker sent again was counted as duplicates"
+    verdict = audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
+    assert verdict.green, "\n".join(report(verdict))
+    assert verdict.checks["every order ends, as its ledgers say"] == ORDERS
+
+
+def test_each_connector_reads_through_a_replication_role_of_its_own(system: tuple[LauncherRun, Settings]) -> None:
+    _, settings = system
+    with psycopg.connect(settings.admin_database_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT s.slot_name, s.active, a.usename FROM pg_replication_slots s "
+            "JOIN pg_stat_activity a ON a.pid = s.active_pid ORDER BY s.slot_name"
+        ).fetchall()
+        roles: dict[str, Any] = {
+            row[0]: row[1:]
+            for row in admin.execute(
+                "SELECT rolname, rolreplication, rolsuper, rolcreaterole, rolcreatedb FROM pg_roles"
+                " WHERE rolname LIKE '%\\_cdc'"
+            )
+        }
+    expected = {kafka_connect.slot_name(db): db.cdc_role for db in kafka_connect.outbox_databases()}
+    assert {slot: (active, user) for slot, active, user in rows} == {
+        slot: (True, role) for slot, role in expected.items()
+    }
+    for role in expected.values():
+        assert roles[role] == (True, False, False, False), f"{role} may replicate and nothing more"
