@@ -1,5 +1,12 @@
-# One image for every platform process; docker-compose.yml picks the command.
-FROM python:3.11-slim
+# One image for every platform process; docker-compose.yml picks the command (target `platform`).
+# A second target, `connect`, adds Java and Kafka Connect's jars for RELAY=debezium.
+
+# Kafka Connect and Debezium's PostgreSQL connector, from infra/connect/pom.xml as natively.
+FROM maven:3.9-eclipse-temurin-17 AS connect-jars
+COPY infra/connect/pom.xml /build/pom.xml
+RUN mvn -B -q -f /build/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars
+
+FROM python:3.11-slim AS platform
 ENV PYTHONUNBUFFERED=1 UV_PROJECT_ENVIRONMENT=/opt/venv UV_PYTHON_DOWNLOADS=never \
     PATH=/opt/venv/bin:$PATH
 RUN pip install --no-cache-dir uv==0.13.9
@@ -16,3 +23,14 @@ COPY infra ./infra
 COPY dashboards ./dashboards
 ENV PYTHONPATH=/app
 USER nobody
+
+# RELAY=debezium's worker (infra/compose/relay-debezium.yml): `python -m infra.launcher
+# connect-worker` renders its configuration from the templates the native path uses, then runs it.
+FROM platform AS connect
+USER root
+RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && rm -rf /var/lib/apt/lists/* && mkdir -p /connect-offsets && chown nobody /connect-offsets
+COPY --from=connect-jars /jars /opt/connect-jars
+USER nobody
+
+FROM platform

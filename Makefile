@@ -23,9 +23,11 @@ DOCKER_ENGINE = $(shell timeout 5 docker info >/dev/null 2>&1 && echo yes)
 # INVENTORY_IMPL=java|node puts that implementation in the inventory slot: natively the launcher
 # reads it; with compose, its file in infra/compose/ goes over docker-compose.yml.
 # BROKERS=3 lays infra/compose/brokers-3.yml over it: three Kafka nodes, every topic replicated.
-COMPOSE_FILES = $(if $(filter java node,$(INVENTORY_IMPL))$(filter 3,$(BROKERS)),-f docker-compose.yml) \
+# RELAY=debezium lays infra/compose/relay-debezium.yml over it: Debezium in Kafka Connect relays.
+COMPOSE_FILES = $(if $(filter java node,$(INVENTORY_IMPL))$(filter 3,$(BROKERS))$(filter debezium,$(RELAY)),-f docker-compose.yml) \
   $(if $(filter java node,$(INVENTORY_IMPL)),-f infra/compose/inventory-$(INVENTORY_IMPL).yml) \
-  $(if $(filter 3,$(BROKERS)),-f infra/compose/brokers-3.yml)
+  $(if $(filter 3,$(BROKERS)),-f infra/compose/brokers-3.yml) \
+  $(if $(filter debezium,$(RELAY)),-f infra/compose/relay-debezium.yml)
 COMPOSE_KAFKA_3 := kafka:19092,kafka-2:19092,kafka-3:19092
 COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)) docker compose $(strip $(COMPOSE_FILES))
 LAUNCHER := $(PY) -m infra.launcher
@@ -52,7 +54,7 @@ $(UV):
 venv: $(UV) ## Create or update the virtual environment from uv.lock
 	@$(UV) sync --frozen --quiet
 
-up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay, INVENTORY_IMPL=java|node swaps inventory
+up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay, INVENTORY_IMPL=java|node swaps inventory, RELAY=debezium relays with Debezium
 ifeq ($(DOCKER_ENGINE),yes)
 	$(COMPOSE) up --detach --build --wait \
 	  $(if $(REPLICAS),$(foreach s,outbox-relay orders-saga inventory payment notification sales-projection,--scale $(s)=$(REPLICAS)),)

@@ -1,4 +1,4 @@
-"""The native launcher's command line: `python -m infra.launcher up|down|status|logs|broker|provision`.
+"""The native launcher's command line: `python -m infra.launcher up|down|status|logs|broker|provision|...`.
 
 The Makefile calls it; every failure a person can fix is printed as what went wrong and how to
 fix it, with exit status 2, never as a stack trace.
@@ -10,11 +10,13 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 from pydantic import ValidationError
 
-from infra.launcher import broker_chaos, kafka_broker, kafka_principals, stack
+from infra.launcher import broker_chaos, kafka_broker, kafka_connect, kafka_principals, stack
 from infra.launcher.errors import LaunchError
+from infra.launcher.preflight import require_java
 from infra.launcher.provisioning import provision
 from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS
 from services.settings import Settings
@@ -123,7 +125,8 @@ def _client_properties(settings: Settings, arguments: argparse.Namespace) -> int
 
 
 def _provision(settings: Settings, _: argparse.Namespace) -> int:
-    """For docker-compose's one-shot job: roles, databases, migrations, topics, Kafka users and ACLs."""
+    """For docker-compose's one-shot job: roles, databases, migrations, topics, Kafka users and ACLs;
+    with RELAY=debezium, the replication slots and the connectors' heartbeat topics too."""
     provision(settings, _say)
     kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=60, brokers=settings.BROKERS)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
@@ -133,7 +136,19 @@ def _provision(settings: Settings, _: argparse.Namespace) -> int:
     if settings.kafka_replication_factor > 1:
         kafka_broker.wait_until_replicated(settings.kafka_bootstrap_servers, settings.kafka_replication_factor, 120)
         _say(f"every partition has its {settings.kafka_replication_factor} in-sync replicas")
+    if settings.RELAY == "debezium":
+        made = kafka_connect.prepare_database(settings)
+        _say(f"made replication slots {', '.join(made)}" if made else "every replication slot exists")
     return 0
+
+
+def _connect_worker(settings: Settings, arguments: argparse.Namespace) -> int:
+    """docker-compose's Kafka Connect container (RELAY=debezium): render the worker and one connector
+    per outbox database from the templates the native path uses, then become the worker."""
+    worker, connectors = kafka_connect.render(settings, Path(arguments.config_dir), offsets=Path(arguments.offsets))
+    java = require_java(os.environ.get("JAVA_HOME"))
+    command = kafka_connect.java_command(java, Path(arguments.jars), settings.KAFKA_CONNECT_HEAP, worker, connectors)
+    os.execv(command[0], command)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,10 +180,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     client_properties.add_argument("principal", nargs="?", default=OPERATOR)
     client_properties.set_defaults(run=_client_properties)
-    commands.add_parser(
+    provisioning = commands.add_parser(
         "provision",
         help="roles, databases and migrations at DATABASE_URL; topics at KAFKA_BOOTSTRAP_SERVERS",
-    ).set_defaults(run=_provision)
+    )
+    provisioning.set_defaults(run=_provision)
+    worker = commands.add_parser("connect-worker", help="RELAY=debezium's Kafka Connect worker, in a container")
+    worker.add_argument("--jars", required=True, help="Kafka Connect's and Debezium's jars")
+    worker.add_argument("--config-dir", required=True, help="where to render the worker and its connectors")
+    worker.add_argument("--offsets", required=True, help="the offsets file (a volume, to survive a restart)")
+    worker.set_defaults(run=_connect_worker)
     arguments = parser.parse_args(argv)
     try:
         settings = Settings()

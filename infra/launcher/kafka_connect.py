@@ -20,9 +20,8 @@ import httpx
 import psycopg
 
 from effectively_once.kafka_client import KafkaPrincipal
-from infra.launcher import maven_jars
+from infra.launcher import kafka_broker, maven_jars
 from infra.launcher.errors import LaunchError
-from infra.launcher.kafka_broker import LOG4J_CONFIG
 from services.kafka_access import CDC
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import DATABASES, ServiceDatabase, cdc_heartbeat_topic
@@ -67,8 +66,11 @@ def _write_secret(path: Path, text: str) -> Path:
     return path
 
 
-def render_worker(directory: Path, bootstrap_servers: str, principal: KafkaPrincipal, rest_port: int) -> Path:
-    """Render a standalone worker's configuration into `directory` (its offsets file beside it)."""
+def render_worker(
+    directory: Path, bootstrap_servers: str, principal: KafkaPrincipal, rest_port: int, offsets: Path | None = None
+) -> Path:
+    """Render a standalone worker's configuration into `directory`; its offsets file is `offsets`,
+    by default beside it."""
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{principal.username}" password="{principal.password}";'
@@ -78,7 +80,7 @@ def render_worker(directory: Path, bootstrap_servers: str, principal: KafkaPrinc
         SECURITY_PROTOCOL=principal.protocol,
         SASL_MECHANISM=principal.mechanism,
         JAAS=jaas,
-        OFFSETS_FILE=directory / "offsets",
+        OFFSETS_FILE=offsets or directory / "offsets",
         REST_PORT=rest_port,
     )
     return _write_secret(directory / "worker.properties", rendered)
@@ -105,7 +107,7 @@ def java_command(java: str, libs: Path, heap: str, worker: Path, connectors: lis
         f"-Xmx{heap}",
         "-XX:+UseG1GC",
         "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
+        f"-Dlog4j2.configurationFile={kafka_broker.LOG4J_CONFIG}",
         "-cp",
         f"{libs}/*",
         MAIN_CLASS,
@@ -114,12 +116,12 @@ def java_command(java: str, libs: Path, heap: str, worker: Path, connectors: lis
     ]
 
 
-def command(java: str, libs: Path, settings: Settings) -> list[str]:
-    """The launcher's worker: as the `outbox-cdc` principal, one connector per outbox database,
-    each through its database's replication role."""
-    directory = state_dir(settings)
+def render(settings: Settings, directory: Path, offsets: Path | None = None) -> tuple[Path, list[Path]]:
+    """The platform's worker, as the `outbox-cdc` principal, and one connector per outbox database
+    through that database's replication role, rendered into `directory` (docker-compose's
+    provisioning renders them into a volume its Connect container reads)."""
     worker = render_worker(
-        directory, settings.kafka_bootstrap_servers, settings.kafka_principal(CDC), settings.KAFKA_CONNECT_PORT
+        directory, settings.kafka_bootstrap_servers, settings.kafka_principal(CDC), settings.KAFKA_CONNECT_PORT, offsets
     )
     connectors = [
         render_connector(
@@ -127,7 +129,21 @@ def command(java: str, libs: Path, settings: Settings) -> list[str]:
         )
         for database in outbox_databases()
     ]
+    return worker, connectors
+
+
+def command(java: str, libs: Path, settings: Settings) -> list[str]:
+    """The launcher's worker, rendered into the state directory."""
+    worker, connectors = render(settings, state_dir(settings))
     return java_command(java, libs, settings.KAFKA_CONNECT_HEAP, worker, connectors)
+
+
+def prepare_database(settings: Settings) -> list[str]:
+    """What the connectors need before they start: logical decoding, each database's slot (made
+    before any service writes) and each heartbeat topic. Returns the slots made now."""
+    require_logical_decoding(settings.admin_database_url)
+    kafka_broker.ensure_topics(settings.kafka_bootstrap_servers, heartbeat_topics())
+    return ensure_slots(settings.admin_database_url)
 
 
 def ensure_slot(database_url: str, slot: str) -> bool:

@@ -186,9 +186,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
             settings.kafka_bootstrap_servers, settings.kafka_replication_factor, 120, still_starting=watch_kafka
         )
     for program in connect:
-        kafka_connect.require_logical_decoding(settings.admin_database_url)
-        kafka_broker.ensure_topics(settings.kafka_bootstrap_servers, kafka_connect.heartbeat_topics())
-        made = kafka_connect.ensure_slots(settings.admin_database_url)
+        made = kafka_connect.prepare_database(settings)
         if made:
             say(f"made replication slots {', '.join(made)}")
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")

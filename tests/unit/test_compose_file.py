@@ -255,3 +255,30 @@ def test_every_kafka_node_authenticates_and_authorizes_in_both_files(compose: di
         assert {key: node[key] for key in security} == security, name
     for service in (compose["services"]["kafka"], replicated["services"]["kafka-2"]):
         assert "--command-config" in service["healthcheck"]["test"][1]
+
+
+def test_debezium_in_compose_runs_the_native_paths_worker_and_marks_like_it() -> None:
+    """`make up RELAY=debezium` with a Docker engine lays infra/compose/relay-debezium.yml over the
+    base: provisioning makes the slots, a container of the image's `connect` target renders and
+    runs the same worker as the native path, and the relay marks what the same slots confirmed."""
+    override = yaml.safe_load((PROJECT_ROOT / "infra" / "compose" / "relay-debezium.yml").read_text())
+    base = yaml.safe_load(COMPOSE.read_text())
+    assert override["services"]["provision"]["environment"]["RELAY"] == "debezium"
+    connect = override["services"]["kafka-connect"]
+    assert connect["build"] == {"context": ".", "target": "connect"}
+    assert connect["command"][:4] == ["python", "-m", "infra.launcher", "connect-worker"]
+    dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
+    assert "AS connect" in dockerfile and "infra/connect/pom.xml" in dockerfile
+    assert "/opt/connect-jars" in dockerfile and "/opt/connect-jars" in connect["command"]
+    assert "mkdir -p /connect-offsets && chown nobody /connect-offsets" in dockerfile  # the volume is writable
+    assert any(volume.startswith("connect-offsets:") for volume in connect["volumes"])
+    assert f"{Settings().KAFKA_CONNECT_PORT}/connectors" in connect["healthcheck"]["test"][-1]
+    native_relay = next(
+        p for p in processes.platform_programs(Settings(RELAY="debezium")) if p.name == processes.OUTBOX_RELAY
+    )
+    compose_slots = json.loads(override["services"]["outbox-relay"]["environment"]["RELAY_CDC_SLOTS"])
+    assert compose_slots == json.loads(native_relay.environment["RELAY_CDC_SLOTS"])
+    assert "wal_level=logical" in base["services"]["postgres"]["command"]
+    assert base["services"]["provision"]["environment"]["RELAY"] == "${RELAY:-builtin}"
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "-f infra/compose/relay-debezium.yml" in makefile
