@@ -26,7 +26,11 @@ Connection = psycopg.Connection[Any]
 
 XMIN = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text"
 INSERT_POSITION = "SELECT pg_current_wal_insert_lsn()::text"
-CONFIRMED = "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s"
+SLOT = """
+SELECT confirmed_flush_lsn::text, pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint
+  FROM pg_replication_slots WHERE slot_name = %s
+"""
+"""The slot's confirmed position, and the bytes of write-ahead log it keeps the server from removing."""
 MARK_READ = """
 UPDATE outbox SET published_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL
  WHERE published_at IS NULL AND xact < %s::text::xid8
@@ -46,13 +50,17 @@ class ReadMarks:
     slot: str
     watermarks: deque[tuple[int, int]] = field(default_factory=lambda: deque(maxlen=1000))
     """(log position, transaction id) pairs not yet passed by the slot's confirmed position."""
+    retained_bytes: int | None = None
+    """The write-ahead log the slot retains, as last read; None while there is no such slot."""
 
     def mark(self, connection: Connection) -> int:
         """Take a watermark, mark the rows below the newest one the slot has passed; how many.
         `connection` is in autocommit: the two readings must be two statements, in this order."""
         xmin = int(_one(connection, XMIN))
         self.watermarks.append((lsn(_one(connection, INSERT_POSITION)), xmin))
-        confirmed_text = _one(connection, CONFIRMED, (self.slot,))
+        slot = connection.execute(SLOT, (self.slot,)).fetchone()
+        self.retained_bytes = int(slot[1]) if slot and slot[1] is not None else None
+        confirmed_text = slot[0] if slot else None
         if confirmed_text is None:
             return 0  # no such slot yet, or it confirmed nothing
         confirmed = lsn(confirmed_text)

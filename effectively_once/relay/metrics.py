@@ -21,3 +21,8 @@ BATCH_SIZE = Histogram(
     buckets=(1, 5, 10, 50, 100, 250, 500, 1000, 2500),
 )
 PURGED = Counter("eo_outbox_purged", "Published rows purged after the retention horizon.", ["database"])
+RETAINED_WAL_BYTES = Gauge(
+    "eo_replication_slot_retained_bytes",
+    "Write-ahead log a CDC relay's replication slot keeps the server from removing (RELAY=debezium).",
+    ["database", "slot"],
+)

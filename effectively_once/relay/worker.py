@@ -158,6 +158,8 @@ class DatabaseRelay:
         """Under CDC: mark the rows Debezium's slot has confirmed (relay/cdc.py); how many."""
         assert self._read_marks is not None
         marked = self._read_marks.mark(work)
+        if self._read_marks.retained_bytes is not None:
+            metrics.RETAINED_WAL_BYTES.labels(self.name, self._read_marks.slot).set(self._read_marks.retained_bytes)
         if marked:
             metrics.PUBLISHED.labels(self.name).inc(marked)
             self.published += marked

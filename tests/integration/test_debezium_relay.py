@@ -19,6 +19,7 @@ from confluent_kafka import Message
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 from psycopg import sql
 
 from effectively_once import schema
@@ -177,6 +178,14 @@ def _confirmed_past(connection: psycopg.Connection, cdc: Cdc, position: Any) -> 
     return bool(row and row[0])
 
 
+def _retained(cdc: Cdc) -> float:
+    """What the relay last reported of the slot's retained write-ahead log (its metric)."""
+    labels = {"database": "test", "slot": kafka_connect.slot_name(cdc.name)}
+    value = REGISTRY.get_sample_value("eo_replication_slot_retained_bytes", labels)
+    assert value is not None, "the relay reports the slot's retained log"
+    return value
+
+
 def _connector(cdc: Cdc, action: str) -> None:
     httpx.put(f"http://127.0.0.1:{cdc.rest_port}/connectors/outbox-{cdc.name}/{action}", timeout=10).raise_for_status()
 
@@ -200,6 +209,8 @@ def test_the_relay_marks_a_row_only_once_debeziums_slot_has_confirmed_its_commit
         wait_for(lambda: _confirmed_past(marks, cdc, position), 30, "the slot to confirm past the watermark")
         _connector(cdc, "pause")
         held.commit()  # committed while Debezium does not read
+        relay.mark_read(marks)
+        retained_at_pause = _retained(cdc)
         paused = write_events(cdc.url, topic, ["order-c"], per_key=2)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -207,6 +218,7 @@ def test_the_relay_marks_a_row_only_once_debeziums_slot_has_confirmed_its_commit
             marked = {early.message_id, *first, *paused} - _unmarked(cdc.url)
             assert marked <= _sent(settings, topic, 1), "a row was marked published before it reached its topic"
         assert early.message_id in _unmarked(cdc.url), "the held transaction's row waits for Debezium"
+        assert _retained(cdc) > retained_at_pause, "a paused connector's slot keeps the log written since"
 
         _connector(cdc, "resume")
         wait_for(lambda: (relay.mark_read(marks), not _unmarked(cdc.url))[1], 60, "every row to be marked")
