@@ -15,6 +15,7 @@ from benchmarks import (
     marker_purge,
     order_latency,
     outbox_growth,
+    relay_bakeoff,
     relay_throughput,
     sustainable_rate,
     table_growth,
@@ -28,14 +29,16 @@ from services.settings import PROJECT_ROOT, Settings
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
-    print(
-        "make bench: consumer (in three stacks), relay, purge and saga figures (one and three Kafka nodes) in one run"
-    )
+    print("make bench: consumer (three stacks), both relays, purge and saga figures (one and three Kafka nodes)")
     default = Settings()
     started_here = not Supervisor(default.EO_STATE_DIR).is_running()
     rows: list[Row] = consumer_throughput.measure(10_000, 50_000)
     rows += implementations.measure(3_000)
     rows += relay_throughput.measure(50_000, 1_000, 10)
+    print("  · relay bake-off: the built-in relay and Debezium on the same outbox", flush=True)
+    bakeoff, relays = relay_bakeoff.measure()
+    rows += bakeoff
+    print(f"  · chart: {relay_bakeoff.draw(relays).relative_to(PROJECT_ROOT)}", flush=True)
     correct = next(row.value for row in rows if row.case == "correct")
     url = consumer_throughput.database_url(Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None))
     print("  · marker purge: 200,000 expired markers", flush=True)
