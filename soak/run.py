@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -120,7 +122,14 @@ class Soak:
             leader_kills=self.leader_kills,
             crashes=self.crashes,
             seed=self.seed,
+            connect_kills=2 if self._runs_connect() else 0,
         )
+
+    def _runs_connect(self) -> bool:
+        """Whether Debezium relays here (RELAY=debezium): the supervisor runs Kafka Connect."""
+        if self.supervisor is None:
+            return False
+        return any(info["name"] == processes.KAFKA_CONNECT for info in self.supervisor.all_info())
 
     def carry_out(self, step: Step) -> None:
         if step.kind == schedule.PROCESS_CRASH:
@@ -140,6 +149,11 @@ class Soak:
             raise InjectionError(f"{step.kind} needs the launcher's own Kafka and PostgreSQL")
         elif step.kind in schedule.CLUSTER_FAULTS:
             self._break_the_cluster(step, self.supervisor)
+        elif step.kind == schedule.CONNECT_KILL:
+            pid = int(self.supervisor.info(processes.KAFKA_CONNECT)["pid"])
+            if not pid:
+                raise InjectionError("Kafka Connect's worker is not running")
+            os.kill(pid, signal.SIGKILL)  # the supervisor starts it again
         else:
             name = processes.KAFKA if step.kind == schedule.BROKER_RESTART else processes.POSTGRES
             self.supervisor.stop(name)

@@ -16,6 +16,8 @@ PROVIDER_TIMEOUT = "provider timeout after charging"
 LEADER_KILL = "leader kill"
 BROKER_FREEZE = "broker freeze"
 CONTROLLER_RESTART = "controller restart"
+CONNECT_KILL = "connect kill"
+"""RELAY=debezium: Kafka Connect's worker SIGKILLed; it resumes from its last flushed offset."""
 
 KINDS = (
     PROCESS_CRASH,
@@ -27,6 +29,7 @@ KINDS = (
     LEADER_KILL,
     BROKER_FREEZE,
     CONTROLLER_RESTART,
+    CONNECT_KILL,
 )
 CLUSTER_FAULTS = (LEADER_KILL, BROKER_FREEZE, CONTROLLER_RESTART)
 """What a replicated cluster (BROKERS=3) is put through in place of the one broker's restart."""
@@ -70,6 +73,7 @@ def plan(
     leader_kills: int = 2,
     crashes: int = 0,
     seed: int | None = None,
+    connect_kills: int = 0,
 ) -> list[Step]:
     """Every process crashed at every point it passes, every consumer rewound, duplicates republished,
     the broker and the database restarted, the provider timing out after charging, interleaved so
@@ -78,7 +82,8 @@ def plan(
 
     `crashes` asks for at least that many crash steps: passes over every point follow one another
     until there are enough (each pass covers every point). With a `seed`, each pass visits the
-    points in an order drawn from it: the same seed, the same plan."""
+    points in an order drawn from it: the same seed, the same plan. `connect_kills`: SIGKILLs of
+    Kafka Connect's worker, where Debezium relays (RELAY=debezium)."""
     chooser = random.Random(seed)
     every_point = [
         Step(PROCESS_CRASH, process, point)
@@ -104,6 +109,8 @@ def plan(
         others[1:1] = [Step(BROKER_RESTART)]
     if infrastructure_restarts:
         others.append(Step(DATABASE_RESTART))
+    for n in range(connect_kills):  # the first early, the next ones spread among the rest
+        others.insert(min(len(others), 1 + 3 * n), Step(CONNECT_KILL))
     lanes = [crash_steps, rewinds, others]
     steps: list[Step] = []
     # Crashes are most of the plan; the other kinds are spread through it.

@@ -52,7 +52,8 @@ def main() -> None:
     if not settings.OUTBOX_DATABASE_URLS:
         raise SystemExit("OUTBOX_DATABASE_URLS is empty: name at least one outbox database (JSON: name -> URL)")
     started = start(settings, "outbox-relay")
-    serve(started, settings, points=RELAY_POINTS)
+    publishing = set(settings.OUTBOX_DATABASE_URLS) - set(settings.RELAY_CDC_SLOTS)
+    serve(started, settings, points=RELAY_POINTS if publishing else ())  # under CDC it passes none
     relays = build(settings, started.faults, started.telemetry)
     threads = [threading.Thread(target=relay.run, name=f"relay-{relay.name}") for relay in relays]
 

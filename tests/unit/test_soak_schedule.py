@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from soak.schedule import (
     BROKER_RESTART,
     CLUSTER_FAULTS,
+    CONNECT_KILL,
     DATABASE_RESTART,
     KINDS,
     LEADER_KILL,
@@ -28,9 +29,18 @@ def test_every_point_of_every_process_is_crashed_once_and_every_kind_comes_early
     crashes = {(s.target, s.point) for s in steps if s.kind == PROCESS_CRASH}
     assert crashes == {(p, point) for p, names in POINTS.items() for point in names if point != "after_check"}
     assert {s.target for s in steps if s.kind == REWIND} == {"inventory", "inventory-2"}
-    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS)
+    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS) - {CONNECT_KILL}
     first_half = {s.kind for s in steps[: len(steps) // 2 + 1]}
     assert {PROCESS_CRASH, REWIND} <= first_half
+
+
+def test_where_debezium_relays_its_worker_is_killed_early_and_again_later() -> None:
+    steps = plan(POINTS, ["inventory"], infrastructure_restarts=True, connect_kills=2)
+    kills = [n for n, step in enumerate(steps) if step.kind == CONNECT_KILL]
+    assert len(kills) == 2
+    assert kills[0] < len(steps) // 2, "the first comes in the first half of the soak"
+    assert kills[1] > kills[0] + 1, "the second is not right after the first"
+    assert CONNECT_KILL not in {s.kind for s in plan(POINTS, ["inventory"], infrastructure_restarts=True)}
 
 
 def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_database() -> None:
@@ -41,7 +51,7 @@ def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_dat
 def test_a_replicated_cluster_loses_leaders_a_frozen_node_and_its_controller_instead_of_restarting() -> None:
     steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True, brokers=3, leader_kills=5)
     kinds = [s.kind for s in steps]
-    assert set(kinds) == set(KINDS) - {BROKER_RESTART}
+    assert set(kinds) == set(KINDS) - {BROKER_RESTART, CONNECT_KILL}
     assert kinds.count(LEADER_KILL) == 5
     killed = [s.target for s in steps if s.kind == LEADER_KILL]
     assert {target.split("/")[0] for target in killed} == {"orders.events", "inventory.events", "payment.events"}
