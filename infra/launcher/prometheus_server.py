@@ -13,9 +13,11 @@ from pathlib import Path
 import yaml
 
 from infra.launcher.errors import LaunchError
-from services.settings import Settings
+from services.settings import PROJECT_ROOT, Settings
 
 BINARY = "prometheus"
+ALERTS = PROJECT_ROOT / "infra" / "prometheus" / "alerts.yml"
+"""The alert rules, the same file compose mounts."""
 
 
 def binary_path() -> str:
@@ -48,10 +50,11 @@ def config_path(settings: Settings) -> Path:
 
 
 def configuration(settings: Settings, targets: dict[str, str]) -> dict[str, object]:
-    """Every platform process is a target; its name is the `process` label."""
+    """Every platform process is a target; its name is the `process` label; the alert rules loaded."""
     interval = f"{settings.PROMETHEUS_SCRAPE_INTERVAL_SECONDS:g}s"
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": [str(ALERTS)],
         "scrape_configs": [
             {
                 "job_name": "platform",

@@ -155,6 +155,10 @@ def test_both_prometheus_configurations_scrape_the_same_processes_on_the_same_po
         return {c["labels"]["process"]: c["targets"][0].rsplit(":", 1)[1] for c in job["static_configs"]}
 
     assert targets(in_compose) == targets(native)
+    assert native["rule_files"] == [str(prometheus_server.ALERTS)]  # the file compose mounts there:
+    assert in_compose["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    mounts = yaml.safe_load(COMPOSE.read_text())["services"]["prometheus"]["volumes"]
+    assert "./infra/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in mounts
     for static in in_compose["scrape_configs"][0]["static_configs"]:
         assert static["targets"][0].split(":")[0] == static["labels"]["process"]  # the compose service's name
 
