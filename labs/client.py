@@ -81,6 +81,10 @@ class PanelClient:
             raise LabError(str(answer["error"]))
         return list(answer["nodes"])
 
+    def slots(self) -> dict[str, dict[str, Any]]:
+        """Under RELAY=debezium, by database: its slot, retained bytes and connector's state."""
+        return {slot["database"]: slot for slot in self._get("/api/slots")["slots"]}
+
     def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
         faults: dict[str, Any] = self._get(f"/api/sandbox-faults/{sandbox}")
         return faults

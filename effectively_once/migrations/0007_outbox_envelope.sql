@@ -28,12 +28,18 @@ $$;
 DROP TRIGGER IF EXISTS outbox_envelope ON outbox;
 CREATE TRIGGER outbox_envelope BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION outbox_envelope();
 
+-- One row that Debezium's connector rewrites every second (its heartbeat.action.query): an insert
+-- it reads from the log even while the outbox is idle, so its position, and its slot's confirmed
+-- position, move on together, and the slot keeps no log that other tables write meanwhile.
+CREATE TABLE IF NOT EXISTS outbox_cdc_heartbeat (beat timestamptz NOT NULL DEFAULT now());
+
 -- What logical decoding hands to Debezium: inserts only (the built-in relay's marks and the
 -- purge are none of its business), under the partitioned table's own name, not its days'.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_publication WHERE pubname = 'eo_outbox') THEN
-        CREATE PUBLICATION eo_outbox FOR TABLE outbox WITH (publish = 'insert', publish_via_partition_root = true);
+        CREATE PUBLICATION eo_outbox FOR TABLE outbox, outbox_cdc_heartbeat
+            WITH (publish = 'insert', publish_via_partition_root = true);
     END IF;
 END;
 $$;

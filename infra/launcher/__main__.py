@@ -145,7 +145,9 @@ def _provision(settings: Settings, _: argparse.Namespace) -> int:
 def _connect_worker(settings: Settings, arguments: argparse.Namespace) -> int:
     """docker-compose's Kafka Connect container (RELAY=debezium): render the worker and one connector
     per outbox database from the templates the native path uses, then become the worker."""
-    worker, connectors = kafka_connect.render(settings, Path(arguments.config_dir), offsets=Path(arguments.offsets))
+    worker, connectors = kafka_connect.render(
+        settings, Path(arguments.config_dir), offsets=Path(arguments.offsets), rest_host=arguments.rest_host
+    )
     java = require_java(os.environ.get("JAVA_HOME"))
     command = kafka_connect.java_command(java, Path(arguments.jars), settings.KAFKA_CONNECT_HEAP, worker, connectors)
     os.execv(command[0], command)
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     worker.add_argument("--jars", required=True, help="Kafka Connect's and Debezium's jars")
     worker.add_argument("--config-dir", required=True, help="where to render the worker and its connectors")
     worker.add_argument("--offsets", required=True, help="the offsets file (a volume, to survive a restart)")
+    worker.add_argument("--rest-host", default="127.0.0.1", help="where its REST API listens (compose: 0.0.0.0)")
     worker.set_defaults(run=_connect_worker)
     arguments = parser.parse_args(argv)
     try:

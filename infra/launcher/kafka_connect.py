@@ -67,10 +67,16 @@ def _write_secret(path: Path, text: str) -> Path:
 
 
 def render_worker(
-    directory: Path, bootstrap_servers: str, principal: KafkaPrincipal, rest_port: int, offsets: Path | None = None
+    directory: Path,
+    bootstrap_servers: str,
+    principal: KafkaPrincipal,
+    rest_port: int,
+    offsets: Path | None = None,
+    rest_host: str = "127.0.0.1",
 ) -> Path:
     """Render a standalone worker's configuration into `directory`; its offsets file is `offsets`,
-    by default beside it."""
+    by default beside it. Its REST API (no authentication) listens on loopback unless `rest_host`
+    says otherwise (compose: the panel's container reaches it on the network)."""
     jaas = (
         "org.apache.kafka.common.security.scram.ScramLoginModule required "
         f'username="{principal.username}" password="{principal.password}";'
@@ -82,6 +88,7 @@ def render_worker(
         JAAS=jaas,
         OFFSETS_FILE=offsets or directory / "offsets",
         REST_PORT=rest_port,
+        REST_HOST=rest_host,
     )
     return _write_secret(directory / "worker.properties", rendered)
 
@@ -116,12 +123,19 @@ def java_command(java: str, libs: Path, heap: str, worker: Path, connectors: lis
     ]
 
 
-def render(settings: Settings, directory: Path, offsets: Path | None = None) -> tuple[Path, list[Path]]:
+def render(
+    settings: Settings, directory: Path, offsets: Path | None = None, rest_host: str = "127.0.0.1"
+) -> tuple[Path, list[Path]]:
     """The platform's worker, as the `outbox-cdc` principal, and one connector per outbox database
     through that database's replication role, rendered into `directory` (docker-compose's
     provisioning renders them into a volume its Connect container reads)."""
     worker = render_worker(
-        directory, settings.kafka_bootstrap_servers, settings.kafka_principal(CDC), settings.KAFKA_CONNECT_PORT, offsets
+        directory,
+        settings.kafka_bootstrap_servers,
+        settings.kafka_principal(CDC),
+        settings.KAFKA_CONNECT_PORT,
+        offsets,
+        rest_host,
     )
     connectors = [
         render_connector(
@@ -155,6 +169,16 @@ def ensure_slot(database_url: str, slot: str) -> bool:
             return False
         connection.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
     return True
+
+
+def leftover_slots(admin_database_url: str) -> list[str]:
+    """The outbox slots on the server, whichever relay runs now: under the built-in relay, each is
+    left from RELAY=debezium and keeps write-ahead log until dropped."""
+    with psycopg.connect(admin_database_url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'eo\\_outbox\\_%' ORDER BY 1"
+        ).fetchall()
+    return [str(row[0]) for row in rows]
 
 
 def ensure_slots(admin_database_url: str) -> list[str]:

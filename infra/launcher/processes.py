@@ -234,6 +234,9 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
     )
     panel_token = {"CHAOS_PANEL_TOKEN": settings.CHAOS_PANEL_TOKEN} if settings.CHAOS_PANEL_TOKEN else {}
     broker_control = {"BROKER_CONTROL_URL": broker_control_url(settings)} if settings.uses_own_kafka else {}
+    connect = (
+        {"KAFKA_CONNECT_URL": f"http://127.0.0.1:{settings.KAFKA_CONNECT_PORT}"} if settings.RELAY == "debezium" else {}
+    )
     programs = [
         Program(
             name=CHAOS_PANEL,
@@ -250,6 +253,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 "PROMETHEUS_URL": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}",
                 **panel_token,
                 **broker_control,
+                **connect,
             },
             ports=(settings.CHAOS_PANEL_PORT,),
             health_url=f"{settings.chaos_panel_url}/healthz",

@@ -56,7 +56,8 @@ def _ensure_database(admin: psycopg.Connection, database: ServiceDatabase) -> No
 
 def _ensure_replication_role(admin: psycopg.Connection, database: ServiceDatabase, password: str) -> None:
     """The role Debezium reads `database`'s outbox through (RELAY=debezium): it may log in, stream
-    the write-ahead log and read the outbox (granted by `apply_migrations`), and nothing else."""
+    the write-ahead log, read the outbox and rewrite its heartbeat row (granted by
+    `apply_migrations`), and nothing else."""
     _ensure_role(admin, database.cdc_role, password)
     admin.execute(sql.SQL("ALTER ROLE {} REPLICATION").format(sql.Identifier(database.cdc_role)))
     admin.execute(
@@ -76,7 +77,10 @@ def apply_migrations(url: str, database: ServiceDatabase, cdc: bool = False) -> 
             if runtime:
                 schema.grant_relay(connection, RELAY_ROLE)
             if runtime and cdc:
-                connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(sql.Identifier(database.cdc_role)))
+                role = sql.Identifier(database.cdc_role)
+                connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(role))
+                # its heartbeat (heartbeat.action.query) rewrites this one row, and no other
+                connection.execute(sql.SQL("GRANT INSERT, DELETE ON outbox_cdc_heartbeat TO {}").format(role))
         except schema.MigrationError as error:
             raise LaunchError(str(error), "rename it, e.g. 0002_add_reservations.sql") from error
         # The auditor reads every table, now and later; it writes none.

@@ -143,17 +143,17 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         infrastructure.extend(processes.kafka_programs(settings, java, libs))
     else:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
-    debezium = with_platform and settings.RELAY == "debezium"
-    if debezium:
+    connect: list[Program] = []  # RELAY=debezium's worker: started once the slots exist
+    if with_platform and settings.RELAY == "debezium":
         java = require_java(os.environ.get("JAVA_HOME"))
-        infrastructure.append(processes.kafka_connect_program(settings, java, kafka_connect.ensure_jars(settings, say)))
+        connect.append(processes.kafka_connect_program(settings, java, kafka_connect.ensure_jars(settings, say)))
     if with_platform:
         inventory_implementations.build(settings.INVENTORY_IMPL, say)
         prometheus_server.ensure_installed(say)
         prometheus_server.write_config(settings, processes.scrape_targets(settings))
     all_platform = processes.platform_programs(settings, run_id=_run_id(settings, fresh=not supervisor.is_running()))
     platform = all_platform if with_platform else []
-    for program in infrastructure + platform:
+    for program in infrastructure + connect + platform:
         if program.name not in running:
             for port in program.ports:
                 require_free_port("127.0.0.1", port, program.name, _port_variable(program, port))
@@ -162,8 +162,6 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         postgres_cluster.ensure_initialised(bindir, settings, say)
     if settings.uses_own_kafka:
         kafka_broker.ensure_formatted(java, libs, settings, say)
-    connect = [program for program in infrastructure if program.name == processes.KAFKA_CONNECT]
-    infrastructure = [program for program in infrastructure if program not in connect]  # started last
     supervisor.start_daemon(infrastructure + connect + all_platform)
     for program in infrastructure:
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
@@ -192,6 +190,12 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
         supervisor.start(program.name)
         kafka_connect.wait_until_running(settings.KAFKA_CONNECT_PORT, 120, _watch(supervisor, program.name))
+    if with_platform and settings.RELAY == "builtin":
+        for slot in kafka_connect.leftover_slots(settings.admin_database_url):
+            say(
+                f"warning: replication slot {slot} remains from RELAY=debezium and keeps write-ahead log; "
+                "drop it as docs/debezium-relay.md#switching-relays says"
+            )
     for program in platform:  # all at once, then each waited for
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
         supervisor.start(program.name, wait=False)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from services.chaos_panel import records
 from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
 from services.chaos_panel.broker_faults import BrokerFaults
+from services.chaos_panel.cdc_relay import CdcRelay
 from services.chaos_panel.control_plane import ControlPlane, ProcessState
 from services.chaos_panel.health import per_database
 from services.chaos_panel.horizons import SafeHorizons
@@ -29,6 +30,7 @@ class Panel:
     query: Query
     brokers: BrokerFaults
     horizons: SafeHorizons
+    cdc: CdcRelay
     readers: list[TelemetryReader] = field(default_factory=list)
 
     def verdict(self, stuck_after: float | None = None) -> Verdict:
@@ -49,6 +51,7 @@ class Panel:
         self.loads.stop()
         self.control.close()
         self.brokers.close()
+        self.cdc.close()
 
 
 def build_panel(settings: PanelSettings) -> Panel:
@@ -66,6 +69,7 @@ def build_panel(settings: PanelSettings) -> Panel:
             if state.consumer and state.configured_horizon_seconds
         }
 
+    query = database_reader(lambda name: per_database(auditor_url, name))
     return Panel(
         settings=settings,
         guard=Guard(settings.CHAOS_PANEL_TOKEN, settings.loopback_only),
@@ -73,9 +77,10 @@ def build_panel(settings: PanelSettings) -> Panel:
         injector=Injector(settings.KAFKA_BOOTSTRAP_SERVERS),
         loads=LoadRunner(settings.ORDERS_API_URL),
         store=store,
-        query=database_reader(lambda name: per_database(auditor_url, name)),
+        query=query,
         brokers=BrokerFaults(settings.BROKER_CONTROL_URL),
         horizons=SafeHorizons(settings.KAFKA_BOOTSTRAP_SERVERS, retentions),
+        cdc=CdcRelay(settings.KAFKA_CONNECT_URL, query),
         readers=[TelemetryReader(settings.KAFKA_BOOTSTRAP_SERVERS, store)],
     )
 

@@ -283,6 +283,16 @@ def router(panel: Panel) -> APIRouter:
     def restart_controller(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return panel.brokers.restart_controller(), {}
 
+    @action("/connector")
+    def connector(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Pause or resume one outbox database's Debezium connector (RELAY=debezium)."""
+        return panel.cdc.act(_text(body, "database"), _text(body, "action")), {}
+
+    @api.get("/slots")
+    def slots() -> dict[str, Any]:
+        """Under RELAY=debezium: each slot's retained log and its connector's state."""
+        return panel.cdc.slots()
+
     @api.get("/brokers")
     def brokers() -> dict[str, Any]:
         """The Kafka nodes: state, active controller, frozen, what each leads."""

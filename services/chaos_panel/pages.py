@@ -116,6 +116,7 @@ def router(panel: Panel) -> APIRouter:
             sandboxes={name: _sandbox(panel, name) for name in panel.control.sandboxes},
             partitions=[f"{topic}/{n}" for topic in EVENT_TOPICS for n in range(TOPIC_PARTITIONS)],
             brokers_available=panel.brokers.available,
+            cdc_available=panel.cdc.available,
         )
 
     @pages.get("/parked", response_class=HTMLResponse)
@@ -183,6 +184,10 @@ def router(panel: Panel) -> APIRouter:
     @pages.get("/fragments/brokers", response_class=HTMLResponse)
     def brokers(request: Request) -> Response:
         return render(request, "fragments/brokers.html", cluster=panel.brokers.nodes())
+
+    @pages.get("/fragments/slots", response_class=HTMLResponse)
+    def slots(request: Request) -> Response:
+        return render(request, "fragments/slots.html", cdc=panel.cdc.slots())
 
     @pages.get("/fragments/horizons", response_class=HTMLResponse)
     def horizons(request: Request) -> Response:

@@ -7,6 +7,7 @@ killed twice more, the broker and the database restarted."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -22,6 +23,7 @@ import pytest
 
 from infra.launcher import kafka_connect, processes
 from infra.launcher.supervisor import Supervisor
+from labs.client import LabError, PanelClient
 from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
@@ -127,6 +129,41 @@ def test_each_connector_reads_through_a_replication_role_of_its_own(system: tupl
         assert roles[role] == (True, False, False, False), f"{role} may replicate and nothing more"
 
 
+def test_the_panel_shows_each_slot_and_a_paused_connector_holds_its_events_until_resumed(
+    system: tuple[LauncherRun, Settings],
+) -> None:
+    """The panel's reading of each slot, and its pause and resume: the paused connector's slot
+    grows, the order's first event waits in the log, and after resuming the order ends with
+    nothing lost or doubled."""
+    _, settings = system
+    panel = PanelClient(settings.chaos_panel_url)
+    try:
+        slots = panel.slots()
+        assert set(slots) == {db.name for db in kafka_connect.outbox_databases()}
+        assert {slot["connector"] for slot in slots.values()} == {"RUNNING"}, slots
+        with pytest.raises(LabError, match="no connector for database"):
+            panel.act("connector", database="nowhere", action="pause")
+        with pytest.raises(LabError, match="action must be one of"):
+            panel.act("connector", database="orders", action="drop")
+
+        panel.act("connector", database="orders", action="pause")
+        panel.wait(lambda: panel.slots()["orders"]["connector"] == "PAUSED", 30, "the connector to pause")
+        before = panel.slots()["orders"]["retained_bytes"]
+        order = panel.place_order()
+        panel.wait(lambda: panel.slots()["orders"]["retained_bytes"] > before, 30, "the paused slot to grow")
+        assert panel.status(order) == "PLACED", "its OrderPlaced waits in the log while the connector is paused"
+        shown = httpx.get(f"{settings.chaos_panel_url}/fragments/slots", timeout=10).text
+        assert 'id="slot-orders"' in shown and "paused" in shown
+
+        panel.act("connector", database="orders", action="resume")
+        assert panel.wait_status(order, timeout=90) == "CONFIRMED"
+        assert not panel.anomalies(order)
+    finally:
+        with contextlib.suppress(LabError):
+            panel.act("connector", database="orders", action="resume")
+        panel.close()
+
+
 @pytest.mark.timeout(600)
 def test_a_short_soak_with_debezium_relaying_loses_nothing_and_doubles_nothing(
     system: tuple[LauncherRun, Settings],
@@ -136,7 +173,7 @@ def test_a_short_soak_with_debezium_relaying_loses_nothing_and_doubles_nothing(
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as output:
         result = subprocess.run(
-            [sys.executable, "-m", "soak", "--duration", "60", "--rate", "6", "--crashes", "0", "--seed", "7"],
+            [sys.executable, "-m", "soak", "--duration", "45", "--rate", "6", "--crashes", "0", "--seed", "7"],
             cwd=PROJECT_ROOT,
             env=run.environment,
             stdout=output,

@@ -170,3 +170,33 @@ def _message_id(message: Message) -> str:
     value = dict(message.headers() or [])["eo-message-id"]
     assert isinstance(value, bytes)
     return value.decode()
+
+
+def test_a_worker_killed_while_the_outbox_is_idle_starts_again_where_its_slot_is(
+    settings: Settings, cdc: Cdc, topic: str
+) -> None:
+    """Other tables' log moves the idle slot on (the heartbeat's insert), and the connector's offset
+    moves with it: a worker killed then starts from its offset, which its slot still holds."""
+    first = write_events(cdc.url, topic, ["order-idle"], per_key=1)
+    wait_for(lambda: _sent(settings, topic, 1) >= set(first), 30, "Debezium to send the first row")
+    with psycopg.connect(cdc.url, autocommit=True) as connection:
+        after_first = connection.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+        assert after_first is not None
+        connection.execute("CREATE TABLE IF NOT EXISTS elsewhere (n integer)")
+
+        def slot_holds_only_later_log() -> bool:
+            """Log the outbox is not in, and a checkpoint (which lets the slot's restart position
+            move on), until the slot no longer holds the log of the first row's commit."""
+            connection.execute("INSERT INTO elsewhere SELECT generate_series(1, 5000)")
+            connection.execute("CHECKPOINT")
+            row = connection.execute(
+                "SELECT restart_lsn > %s::pg_lsn FROM pg_replication_slots WHERE slot_name = %s",
+                (after_first[0], cdc.slot),
+            ).fetchone()
+            return bool(row and row[0])
+
+        wait_for(slot_holds_only_later_log, 60, "the idle slot to move past the first row's log", interval=0.5)
+    cdc.kill()
+    cdc.start()  # fails when the offset it resumes from is behind what the slot still holds
+    later = write_events(cdc.url, topic, ["order-idle"], per_key=1)
+    wait_for(lambda: _sent(settings, topic, 2) >= {*first, *later}, 60, "the restarted worker to send the next row")

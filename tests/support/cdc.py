@@ -81,6 +81,8 @@ def cdc_database(settings: Settings, directory: Path, heap: str = "256m") -> Ite
             for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
                 connection.execute(migration.read_text())
             connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(sql.Identifier(role)))
+            grant = sql.SQL("GRANT INSERT, DELETE ON outbox_cdc_heartbeat TO {}")
+            connection.execute(grant.format(sql.Identifier(role)))
         kafka_connect.ensure_slot(url, kafka_connect.slot_name(name))
         ensure_topics(settings.kafka_bootstrap_servers, (cdc_heartbeat_topic(name),))
         port = free_port()

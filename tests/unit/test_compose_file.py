@@ -283,6 +283,12 @@ def test_debezium_in_compose_runs_the_native_paths_worker_and_marks_like_it() ->
     compose_slots = json.loads(override["services"]["outbox-relay"]["environment"]["RELAY_CDC_SLOTS"])
     assert compose_slots == json.loads(native_relay.environment["RELAY_CDC_SLOTS"])
     assert "wal_level=logical" in base["services"]["postgres"]["command"]
+    native_panel = next(
+        p for p in processes.platform_programs(Settings(RELAY="debezium")) if p.name == processes.CHAOS_PANEL
+    )
+    panel_url = override["services"]["chaos-panel"]["environment"]["KAFKA_CONNECT_URL"]
+    assert panel_url.rsplit(":", 1)[1] == native_panel.environment["KAFKA_CONNECT_URL"].rsplit(":", 1)[1]
+    assert connect["command"][-2:] == ["--rest-host", "0.0.0.0"]  # the panel's container reaches it
     assert base["services"]["provision"]["environment"]["RELAY"] == "${RELAY:-builtin}"
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     assert "-f infra/compose/relay-debezium.yml" in makefile
