@@ -27,7 +27,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -233,20 +234,30 @@ def _throughput(settings: Settings, cdc: Cdc, relay: BuiltIn, count: int, figure
     reader.stop()
 
 
-def _latency(settings: Settings, cdc: Cdc, relay: BuiltIn, rate: float, seconds: float, figures: Figures) -> None:
-    for name in RELAYS:
-        topic = _topic(settings, "latency")
-        _mark_all(cdc.url)
-        if name == "built-in":
-            cdc.connector("pause")
-            relay.start_process()
-        reader = Reader(settings, topic).start()
-        ids = set(_write_at(cdc.url, topic, rate, seconds))
-        reader.wait_for(ids, 120)
-        reader.stop()
+@contextmanager
+def _alone(name: str, cdc: Cdc, relay: BuiltIn) -> Iterator[None]:
+    """`name` relays alone: what the other sent before is marked; for the built-in relay's turn,
+    Debezium is paused and the relay process runs."""
+    _mark_all(cdc.url)
+    if name == "built-in":
+        cdc.connector("pause")
+        relay.start_process()
+    try:
+        yield
+    finally:
         if name == "built-in":
             relay.kill_process()
             cdc.connector("resume")
+
+
+def _latency(settings: Settings, cdc: Cdc, relay: BuiltIn, rate: float, seconds: float, figures: Figures) -> None:
+    for name in RELAYS:
+        topic = _topic(settings, "latency")
+        with _alone(name, cdc, relay):
+            reader = Reader(settings, topic).start()
+            ids = set(_write_at(cdc.url, topic, rate, seconds))
+            reader.wait_for(ids, 120)
+            reader.stop()
         latencies = sorted(latency for message_id, _, latency in reader.arrivals if message_id in ids)
         p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         figures.latency[name] = (statistics.median(latencies) * 1000, p99 * 1000)
@@ -255,28 +266,22 @@ def _latency(settings: Settings, cdc: Cdc, relay: BuiltIn, rate: float, seconds:
 def _crash(settings: Settings, cdc: Cdc, relay: BuiltIn, rate: float, seconds: float, figures: Figures) -> None:
     for name in RELAYS:
         topic = _topic(settings, "crash")
-        _mark_all(cdc.url)
-        if name == "built-in":
-            cdc.connector("pause")
-            relay.start_process()
-        reader = Reader(settings, topic).start()
-        written: list[str] = []
-        writer = threading.Thread(target=_write_into, args=(written, cdc.url, topic, rate, seconds))
-        writer.start()
-        time.sleep(seconds / 2)
-        if name == "Debezium":
-            cdc.kill()
-            cdc.start()
-        else:
-            relay.kill_process()
-            relay.start_process()
-        writer.join()
-        reader.wait_for(set(written), 180)
-        time.sleep(2)  # anything sent twice after the last first copy
-        reader.stop()
-        if name == "built-in":
-            relay.kill_process()
-            cdc.connector("resume")
+        with _alone(name, cdc, relay):
+            reader = Reader(settings, topic).start()
+            written: list[str] = []
+            writer = threading.Thread(target=_write_into, args=(written, cdc.url, topic, rate, seconds))
+            writer.start()
+            time.sleep(seconds / 2)  # the middle of the flow: the writer paces itself
+            if name == "Debezium":
+                cdc.kill()
+                cdc.start()
+            else:
+                relay.kill_process()
+                relay.start_process()
+            writer.join()
+            reader.wait_for(set(written), 180)
+            time.sleep(2)  # anything sent twice after the last first copy
+            reader.stop()
         arrived = [message_id for message_id, _, _ in reader.arrivals]
         figures.republished[name] = len(arrived) - len(set(arrived))
 

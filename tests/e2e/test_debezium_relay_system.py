@@ -11,8 +11,6 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -170,19 +168,8 @@ def test_a_short_soak_with_debezium_relaying_loses_nothing_and_doubles_nothing(
 ) -> None:
     run, _ = system
     log = PROJECT_ROOT / "artifacts" / "soak" / "short-soak-debezium.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as output:
-        result = subprocess.run(
-            [sys.executable, "-m", "soak", "--duration", "45", "--rate", "6", "--crashes", "0", "--seed", "7"],
-            cwd=PROJECT_ROOT,
-            env=run.environment,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            timeout=540,
-            check=False,
-        )
-    printed = log.read_text()[-8000:]
-    assert result.returncode == 0 and "SOAK: PASSED" in printed, printed
+    status, printed = run.soak(log, "--duration", "45", "--rate", "6", "--crashes", "0", "--seed", "7", timeout=540)
+    assert status == 0 and "SOAK: PASSED" in printed, printed
     injected = re.search(r"faults injected\s+(.*)$", printed, re.M)
     assert injected and "connect kill 2" in injected.group(1), printed
     assert re.search(r"^\s*not carried out\s+none$", printed, re.M), printed

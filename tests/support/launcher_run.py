@@ -76,6 +76,22 @@ class LauncherRun:
             check=False,
         )
 
+    def soak(self, log: Path, *arguments: str, timeout: float = 800) -> tuple[int, str]:
+        """`python -m soak` against this system, printing into `log` (kept as an artifact); its exit
+        status and the end of what it printed."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("w") as output:
+            result = subprocess.run(
+                [sys.executable, "-m", "soak", *arguments],
+                cwd=PROJECT_ROOT,
+                env=self.environment,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            )
+        return result.returncode, log.read_text()[-8000:]
+
     def processes_using_state_dir(self) -> list[str]:
         """Command lines of live processes that mention this run's state directory."""
         found = []
