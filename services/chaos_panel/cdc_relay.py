@@ -22,10 +22,12 @@ NOT_AVAILABLE = "no Kafka Connect worker here: the built-in relay publishes (`ma
 
 
 class CdcRelay:
-    def __init__(self, connect_url: str, query: Query, timeout: float = 10) -> None:
+    def __init__(
+        self, connect_url: str, query: Query, timeout: float = 10, transport: httpx.BaseTransport | None = None
+    ) -> None:
         self.url = connect_url.rstrip("/")
         self._query = query
-        self._client = httpx.Client(timeout=timeout)
+        self._client = httpx.Client(timeout=timeout, transport=transport)
 
     @property
     def available(self) -> bool:
@@ -57,10 +59,17 @@ class CdcRelay:
         }
 
     def _connector_states(self) -> dict[str, str]:
+        """Connector name -> its state, or FAILED when its task failed (Kafka Connect then leaves
+        the connector RUNNING and never restarts the task by itself)."""
         try:
             answer = self._client.get(f"{self.url}/connectors", params={"expand": "status"})
             answer.raise_for_status()
-            return {name: str(detail["status"]["connector"]["state"]) for name, detail in dict(answer.json()).items()}
+            states = {}
+            for name, detail in dict(answer.json()).items():
+                status = detail["status"]
+                tasks = [str(task["state"]) for task in status.get("tasks") or []]
+                states[name] = "FAILED" if "FAILED" in tasks else str(status["connector"]["state"])
+            return states
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return {}
 
