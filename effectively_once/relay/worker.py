@@ -3,6 +3,8 @@
 It wakes on the outbox trigger's NOTIFY, with a polling fallback, so an idle relay costs one
 cheap query a poll interval and a busy one publishes within milliseconds of a commit. When the
 database or the broker goes away it backs off and tries again; unconfirmed rows stay unpublished.
+Where Debezium publishes the outbox (a `cdc_slot`, RELAY=debezium), it publishes nothing: each
+round marks what Debezium's slot has confirmed (cdc.py), and the purge runs as for any other.
 """
 
 from __future__ import annotations
