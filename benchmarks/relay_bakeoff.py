@@ -37,7 +37,7 @@ import httpx
 import psycopg
 from confluent_kafka import Consumer
 
-from benchmarks.rows import Row, table, write_json
+from benchmarks.rows import Row, save_figure, table, write_json
 from effectively_once.envelope import decode
 from effectively_once.kafka_client import client_config
 from effectively_once.outbox import add_to_outbox
@@ -373,11 +373,7 @@ def draw(figures: Figures, path: Path = CHART) -> Path:
     middle.set_title("commit → consumed (ms): p50, p99 (lighter)")
     right.bar(RELAYS, [figures.republished[name] for name in RELAYS], color=colours)
     right.set_title("events sent twice after a crash")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from services.settings import PROJECT_ROOT
 
@@ -59,8 +60,15 @@ def draw_png(rows: Sequence[Row], path: Path = RESULTS / "bench.png") -> Path:
     axes.invert_yaxis()
     axes.set_xlabel("measured ÷ target (right of the line: target met)")
     axes.set_title("make bench: every target, one run")
+    return save_figure(figure, path)
+
+
+def save_figure(figure: Any, path: Path, dpi: int = 110) -> Path:
+    """Lay `figure` out, write it to `path` (its folder made if need be) and free it: every chart's end."""
+    import matplotlib.pyplot as plt
+
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=dpi)
     plt.close(figure)
     return path

@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 
 from benchmarks.order_latency import confirmation_latencies
-from benchmarks.rows import RESULTS, Row
+from benchmarks.rows import RESULTS, Row, save_figure
 from infra.launcher import stack
 from infra.launcher.supervisor import Supervisor
 from services.operator import act_as_operator
@@ -327,11 +327,7 @@ def draw(results: list[Result], path: Path = RESULTS / "sustainable.png") -> Pat
         axis.set_xlabel("seconds into the probe")
         axis.set_ylabel("orders not final + rows not published")
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path, dpi=100)
 
 
 CONFIGURATIONS: tuple[tuple[str, dict[str, int]], ...] = (

@@ -90,6 +90,20 @@ CDC_HEARTBEAT_PREFIX = "__eo-cdc-heartbeat"
 so that its slot's confirmed position moves on while the outbox is idle (docs/debezium-relay.md)."""
 
 
+CDC_SLOT_PREFIX = "eo_outbox_"
+"""Under RELAY=debezium, each outbox database's replication slot is this prefix and its name."""
+
+
+def cdc_slot(database_name: str) -> str:
+    """The replication slot `database_name`'s connector reads (its template names it the same way)."""
+    return f"{CDC_SLOT_PREFIX}{database_name}"
+
+
+def cdc_connector(database_name: str) -> str:
+    """The Kafka Connect connector that relays `database_name`'s outbox (its template's `name`)."""
+    return f"outbox-{database_name}"
+
+
 def cdc_heartbeat_topic(database_name: str) -> str:
     """The heartbeat topic of `database_name`'s connector (its topic.prefix is eo-cdc-<database>)."""
     return f"{CDC_HEARTBEAT_PREFIX}.eo-cdc-{database_name}"

@@ -22,17 +22,16 @@ import psycopg
 from effectively_once.kafka_client import KafkaPrincipal
 from infra.launcher import kafka_broker, maven_jars
 from infra.launcher.errors import LaunchError
+from services.connect_status import connector_state
 from services.kafka_access import CDC
 from services.settings import PROJECT_ROOT, Settings
-from services.topology import DATABASES, ServiceDatabase, cdc_heartbeat_topic
+from services.topology import CDC_SLOT_PREFIX, DATABASES, ServiceDatabase, cdc_connector, cdc_heartbeat_topic, cdc_slot
 
 CONNECT_DIR = PROJECT_ROOT / "infra" / "connect"
 POM = CONNECT_DIR / "pom.xml"
 WORKER_TEMPLATE = CONNECT_DIR / "worker.properties.template"
 CONNECTOR_TEMPLATE = CONNECT_DIR / "outbox-connector.properties.template"
 MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectStandalone"
-PUBLICATION = "eo_outbox"
-"""Made by migration 0007: the outbox's inserts, under the partitioned table's own name."""
 
 
 def outbox_databases() -> list[ServiceDatabase]:
@@ -43,11 +42,6 @@ def outbox_databases() -> list[ServiceDatabase]:
 def heartbeat_topics() -> tuple[str, ...]:
     """Each connector's heartbeat topic, made by the launcher (the worker makes no topic)."""
     return tuple(cdc_heartbeat_topic(database.name) for database in outbox_databases())
-
-
-def slot_name(database: ServiceDatabase | str) -> str:
-    """The slot a database's connector reads (the connector template names it the same way)."""
-    return f"eo_outbox_{database if isinstance(database, str) else database.name}"
 
 
 def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
@@ -103,7 +97,7 @@ def render_connector(directory: Path, database_url: str, database_name: str, use
         DB_USER=user,
         DB_PASSWORD=password,
     )
-    return _write_secret(directory / f"outbox-{database_name}.properties", rendered)
+    return _write_secret(directory / f"{cdc_connector(database_name)}.properties", rendered)
 
 
 def java_command(java: str, libs: Path, heap: str, worker: Path, connectors: list[Path]) -> list[str]:
@@ -127,8 +121,8 @@ def render(
     settings: Settings, directory: Path, offsets: Path | None = None, rest_host: str = "127.0.0.1"
 ) -> tuple[Path, list[Path]]:
     """The platform's worker, as the `outbox-cdc` principal, and one connector per outbox database
-    through that database's replication role, rendered into `directory` (docker-compose's
-    provisioning renders them into a volume its Connect container reads)."""
+    through that database's replication role, rendered into `directory` (the state directory, or
+    under docker-compose the Connect container's own: `python -m infra.launcher connect-worker`)."""
     worker = render_worker(
         directory,
         settings.kafka_bootstrap_servers,
@@ -176,7 +170,8 @@ def leftover_slots(admin_database_url: str) -> list[str]:
     left from RELAY=debezium and keeps write-ahead log until dropped."""
     with psycopg.connect(admin_database_url, autocommit=True) as connection:
         rows = connection.execute(
-            "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'eo\\_outbox\\_%' ORDER BY 1"
+            "SELECT slot_name FROM pg_replication_slots WHERE starts_with(slot_name, %s) ORDER BY 1",
+            (CDC_SLOT_PREFIX,),
         ).fetchall()
     return [str(row[0]) for row in rows]
 
@@ -184,15 +179,15 @@ def leftover_slots(admin_database_url: str) -> list[str]:
 def ensure_slots(admin_database_url: str) -> list[str]:
     """Every outbox database's slot (`ensure_slot`); the names of those made now."""
     return [
-        slot_name(database)
+        cdc_slot(database.name)
         for database in outbox_databases()
-        if ensure_slot(database_url(admin_database_url, database), slot_name(database))
+        if ensure_slot(database_url(admin_database_url, database), cdc_slot(database.name))
     ]
 
 
 def connector_states(rest_port: int) -> dict[str, str]:
-    """Connector name -> its state and its task's ("RUNNING", "FAILED: <trace's first line>", ...),
-    from the worker's REST API; empty while the worker does not answer."""
+    """Connector name -> its state ("RUNNING", "PAUSED", "FAILED: <trace's first line>", ...), from
+    the worker's REST API (services/connect_status.py); empty while the worker does not answer."""
     try:
         answer = httpx.get(f"http://127.0.0.1:{rest_port}/connectors?expand=status", timeout=2)
         answer.raise_for_status()
@@ -200,14 +195,8 @@ def connector_states(rest_port: int) -> dict[str, str]:
         return {}
     states = {}
     for name, detail in answer.json().items():
-        status = detail.get("status", {})
-        tasks = status.get("tasks") or [{"state": "UNASSIGNED"}]
-        failed = [task for task in tasks if task.get("state") == "FAILED"]
-        if status.get("connector", {}).get("state") == "FAILED" or failed:
-            trace = (failed[0] if failed else status["connector"]).get("trace", "")
-            states[name] = "FAILED: " + (trace.strip().splitlines() or ["no trace"])[0]
-        else:
-            states[name] = min(task.get("state", "UNASSIGNED") for task in tasks)
+        state, why = connector_state(detail.get("status") or {})
+        states[name] = f"{state}: {why}" if state == "FAILED" else state
     return states
 
 
@@ -218,7 +207,7 @@ def wait_until_running(
     task run; a LaunchError naming the connector and the first line of its trace when one failed,
     or when time ran out."""
     names = databases if databases is not None else [database.name for database in outbox_databases()]
-    wanted = {f"outbox-{name}" for name in names}
+    wanted = {cdc_connector(name) for name in names}
     deadline = time.monotonic() + timeout
     states: dict[str, str] = {}
     while time.monotonic() < deadline:

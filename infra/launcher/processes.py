@@ -15,7 +15,7 @@ from infra.launcher import inventory_implementations, kafka_broker, kafka_connec
 from infra.launcher.supervisor import Program
 from services.kafka_access import principal_of
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from services.topology import AUDITOR_ROLE, DATABASES, database
+from services.topology import AUDITOR_ROLE, DATABASES, cdc_slot, database
 
 POSTGRES = "postgres"
 KAFKA = "kafka"
@@ -313,7 +313,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             )
             if settings.RELAY == "debezium":  # Debezium publishes; the relay marks what it confirmed, and purges
                 environment["RELAY_CDC_SLOTS"] = json.dumps(
-                    {db.name: kafka_connect.slot_name(db) for db in kafka_connect.outbox_databases()}
+                    {db.name: cdc_slot(db.name) for db in kafka_connect.outbox_databases()}
                 )
         else:
             environment["DATABASE_URL"] = settings.service_database_url(database(database_name))

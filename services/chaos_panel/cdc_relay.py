@@ -10,12 +10,14 @@ import httpx
 
 from services.chaos_panel.auditor import Query
 from services.chaos_panel.control_plane import ControlError
+from services.connect_status import connector_state
+from services.topology import CDC_SLOT_PREFIX, cdc_connector
 
-SLOTS = """
+SLOTS = f"""
 SELECT slot_name, database, active,
        pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint,
        pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint
-  FROM pg_replication_slots WHERE slot_name LIKE 'eo\\_outbox\\_%' ORDER BY database
+  FROM pg_replication_slots WHERE starts_with(slot_name, '{CDC_SLOT_PREFIX}') ORDER BY database
 """
 ACTIONS = ("pause", "resume")
 NOT_AVAILABLE = "no Kafka Connect worker here: the built-in relay publishes (`make up RELAY=debezium` runs Debezium)"
@@ -51,7 +53,7 @@ class CdcRelay:
                     "active": bool(active),
                     "retained_bytes": int(retained or 0),
                     "unconfirmed_bytes": int(unconfirmed or 0),
-                    "connector": states.get(f"outbox-{database}", "unknown"),
+                    "connector": states.get(cdc_connector(database), "unknown"),
                 }
                 for slot, database, active, retained, unconfirmed in rows
             ],
@@ -59,18 +61,12 @@ class CdcRelay:
         }
 
     def _connector_states(self) -> dict[str, str]:
-        """Connector name -> its state, or FAILED when its task failed (Kafka Connect then leaves
-        the connector RUNNING and never restarts the task by itself)."""
+        """Connector name -> its state (services/connect_status.py): FAILED when its task failed."""
         try:
             answer = self._client.get(f"{self.url}/connectors", params={"expand": "status"})
             answer.raise_for_status()
-            states = {}
-            for name, detail in dict(answer.json()).items():
-                status = detail["status"]
-                tasks = [str(task["state"]) for task in status.get("tasks") or []]
-                states[name] = "FAILED" if "FAILED" in tasks else str(status["connector"]["state"])
-            return states
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return {name: connector_state(detail["status"])[0] for name, detail in dict(answer.json()).items()}
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
             return {}
 
     def act(self, database: str, action: str) -> str:
@@ -80,7 +76,7 @@ class CdcRelay:
         if action not in ACTIONS:
             raise ControlError(f"action must be one of {', '.join(ACTIONS)}", 400)
         connectors = self._connector_states()
-        name = f"outbox-{database}"
+        name = cdc_connector(database)
         if name not in connectors:
             known = ", ".join(sorted(c.removeprefix("outbox-") for c in connectors)) or "none answers now"
             raise ControlError(f"no connector for database {database!r} (known: {known})", 400)

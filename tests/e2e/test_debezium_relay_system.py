@@ -25,7 +25,7 @@ from labs.client import LabError, PanelClient
 from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
-from services.topology import database
+from services.topology import cdc_slot, database
 from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
 
@@ -119,7 +119,7 @@ def test_each_connector_reads_through_a_replication_role_of_its_own(system: tupl
                 " WHERE rolname LIKE '%\\_cdc'"
             )
         }
-    expected = {kafka_connect.slot_name(db): db.cdc_role for db in kafka_connect.outbox_databases()}
+    expected = {cdc_slot(db.name): db.cdc_role for db in kafka_connect.outbox_databases()}
     assert {slot: (active, user) for slot, active, user in rows} == {
         slot: (True, role) for slot, role in expected.items()
     }

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from effectively_once.outbox import add_to_outbox
-from infra.launcher import kafka_connect
 from infra.launcher.kafka_broker import ensure_topics
 from services.settings import Settings
 from tests.support.cdc import Cdc, cdc_database
@@ -114,14 +113,14 @@ def _sent(settings: Settings, topic: str, at_least: int) -> set[str]:
 def _confirmed_past(connection: psycopg.Connection, cdc: Cdc, position: Any) -> bool:
     row = connection.execute(
         "SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots WHERE slot_name = %s",
-        (position[0], kafka_connect.slot_name(cdc.name)),
+        (position[0], cdc.slot),
     ).fetchone()
     return bool(row and row[0])
 
 
 def _retained(cdc: Cdc) -> float:
     """What the relay last reported of the slot's retained write-ahead log (its metric)."""
-    labels = {"database": "test", "slot": kafka_connect.slot_name(cdc.name)}
+    labels = {"database": "test", "slot": cdc.slot}
     value = REGISTRY.get_sample_value("eo_replication_slot_retained_bytes", labels)
     assert value is not None, "the relay reports the slot's retained log"
     return value
@@ -132,7 +131,7 @@ def test_the_relay_marks_a_row_only_once_debeziums_slot_has_confirmed_its_commit
 ) -> None:
     """A row is never marked published before it is on its topic: not while Debezium is paused,
     and not when its transaction began before rows that Debezium sent and confirmed."""
-    relay = make_relay(cdc.url, settings.kafka_bootstrap_servers, cdc_slot=kafka_connect.slot_name(cdc.name))
+    relay = make_relay(cdc.url, settings.kafka_bootstrap_servers, cdc_slot=cdc.slot)
     marks = psycopg.connect(cdc.url, autocommit=True)
     held = psycopg.connect(cdc.url)
     try:

@@ -20,7 +20,7 @@ from infra.launcher.kafka_broker import ensure_topics
 from infra.launcher.preflight import require_java
 from services.kafka_access import ADMIN
 from services.settings import Settings
-from services.topology import cdc_heartbeat_topic
+from services.topology import cdc_connector, cdc_heartbeat_topic, cdc_slot
 from tests.support.network import free_port
 
 
@@ -35,7 +35,7 @@ class Cdc:
 
     @property
     def slot(self) -> str:
-        return kafka_connect.slot_name(self.name)
+        return cdc_slot(self.name)
 
     def start(self, timeout: float = 180) -> None:
         """Start the worker (again: it resumes from its offsets file) and wait until it streams."""
@@ -58,7 +58,7 @@ class Cdc:
 
     def connector(self, action: str) -> None:
         """`pause` or `resume` the connector through the worker's REST API."""
-        url = f"http://127.0.0.1:{self.rest_port}/connectors/outbox-{self.name}/{action}"
+        url = f"http://127.0.0.1:{self.rest_port}/connectors/{cdc_connector(self.name)}/{action}"
         httpx.put(url, timeout=10).raise_for_status()
 
 
@@ -83,7 +83,7 @@ def cdc_database(settings: Settings, directory: Path, heap: str = "256m") -> Ite
             connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(sql.Identifier(role)))
             grant = sql.SQL("GRANT INSERT, DELETE ON outbox_cdc_heartbeat TO {}")
             connection.execute(grant.format(sql.Identifier(role)))
-        kafka_connect.ensure_slot(url, kafka_connect.slot_name(name))
+        kafka_connect.ensure_slot(url, cdc_slot(name))
         ensure_topics(settings.kafka_bootstrap_servers, (cdc_heartbeat_topic(name),))
         port = free_port()
         principal = settings.kafka_principal(ADMIN)
@@ -101,7 +101,7 @@ def cdc_database(settings: Settings, directory: Path, heap: str = "256m") -> Ite
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
-                (kafka_connect.slot_name(name),),
+                (cdc_slot(name),),
             )
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
             admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

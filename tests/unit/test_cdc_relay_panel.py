@@ -10,6 +10,7 @@ import pytest
 
 from services.chaos_panel.cdc_relay import CdcRelay
 from services.chaos_panel.control_plane import ControlError
+from services.connect_status import connector_state
 
 SLOT_ROWS = [("eo_outbox_orders", "orders", True, 300_000, 1_000), ("eo_outbox_payment", "payment", True, 2_000, 0)]
 
@@ -63,3 +64,26 @@ def test_under_the_built_in_relay_there_is_nothing_to_show_or_pause() -> None:
     with pytest.raises(ControlError) as refused:
         relay.act("orders", "pause")
     assert refused.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"connector": {"state": "RUNNING"}, "tasks": [{"state": "RUNNING"}]}, ("RUNNING", "")),
+        ({"connector": {"state": "PAUSED"}, "tasks": [{"state": "PAUSED"}]}, ("PAUSED", "")),
+        ({"connector": {"state": "RUNNING"}, "tasks": []}, ("UNASSIGNED", "")),
+        (
+            {"connector": {"state": "RUNNING"}, "tasks": [{"state": "RUNNING"}, {"state": "UNASSIGNED"}]},
+            ("UNASSIGNED", ""),
+        ),
+        (
+            {"connector": {"state": "RUNNING"}, "tasks": [{"state": "FAILED", "trace": "x.SlotGone: eo\n\tat y"}]},
+            ("FAILED", "x.SlotGone: eo"),
+        ),
+        ({"connector": {"state": "FAILED"}, "tasks": []}, ("FAILED", "no trace")),
+    ],
+)
+def test_one_word_for_a_connector_whatever_mix_of_states_kafka_connect_reports(
+    status: dict[str, Any], expected: tuple[str, str]
+) -> None:
+    assert connector_state(status) == expected
