@@ -12,7 +12,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -354,13 +354,9 @@ class MessageProcessor:
             )
             return self._one_at_a_time(events)
         self._transaction_seconds.observe(time.perf_counter() - started)
-        self._told = []  # one telemetry record for the whole batch
-        try:
+        with self._told_together():
             for event, outcome in zip(events, outcomes, strict=True):
                 self.record(event, outcome)
-        finally:
-            told, self._told = self._told, None
-            self.telemetry.emit("deliveries", items=told)
         return BatchResult(list(outcomes))
 
     def duplicates_ahead(self, events: Sequence[Envelope]) -> set[str]:
@@ -381,15 +377,21 @@ class MessageProcessor:
                     self._connection.rollback()
             return set()
         if found:
-            self._told = []  # one telemetry record for all of them
-            try:
+            with self._told_together():
                 for event in events:
                     if event.message_id in found:
                         self.record(event, Outcome.DUPLICATE, found="ahead")
-            finally:
-                told, self._told = self._told, None
-                self.telemetry.emit("deliveries", items=told)
         return found
+
+    @contextlib.contextmanager
+    def _told_together(self) -> Iterator[None]:
+        """Every outcome recorded inside, told to telemetry as one `deliveries` record."""
+        self._told = []
+        try:
+            yield
+        finally:
+            told, self._told = self._told, None
+            self.telemetry.emit("deliveries", items=told)
 
     def _around_ignored(self, events: Sequence[Envelope]) -> BatchResult:
         """The batch without its ignored events, their IGNORED results put back in place."""
