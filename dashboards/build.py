@@ -19,7 +19,14 @@ from grafana_foundation_sdk.builders.timeseries import Panel as Timeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from dashboards.queries import CONSUMER_LAG, DUPLICATE_RATIO, MARKER_AGE_AND_REDELIVERY, OUTBOX_BACKLOG, RATE_WINDOW
+from dashboards.queries import (
+    CONSUMER_LAG,
+    DUPLICATE_RATIO,
+    MARKER_AGE_AND_REDELIVERY,
+    OUTBOX_BACKLOG,
+    RATE_WINDOW,
+    SLOT_RETAINED,
+)
 from dashboards.queries import outcome_rate as _outcome_rate
 
 PROMETHEUS = DataSourceRef(type_val="prometheus", uid="prometheus")
@@ -224,6 +231,15 @@ def relay() -> Dashboard:
                 query(
                     f"sum by (database) (rate(eo_outbox_publish_failures_total[{RATE_WINDOW}]))", "{{database}} failed"
                 ),
+            )
+        )
+        .with_panel(
+            series(
+                "Log kept by each replication slot",
+                "bytes",
+                query(SLOT_RETAINED, "{{database}}"),
+                description="Under RELAY=debezium: a stopped or paused connector makes its slot keep every byte "
+                "of write-ahead log after its confirmed position (alert ReplicationSlotRetainsWal above 256 MB).",
             )
         )
     )

@@ -11,6 +11,8 @@ DELIVERIES_BY_OUTCOME = f"sum by (outcome) ({outcome_rate('applied|duplicate|ret
 DUPLICATE_RATIO = f"sum({outcome_rate('duplicate')}) / clamp_min(sum({outcome_rate('applied|duplicate')}), 1e-9)"
 OUTBOX_BACKLOG = "sum by (database) (eo_outbox_backlog)"
 CONSUMER_LAG = "sum by (consumer) (eo_consumer_lag_messages)"
+SLOT_RETAINED = "max by (database) (eo_replication_slot_retained_bytes)"
+"""Under RELAY=debezium: the write-ahead log each outbox database's replication slot keeps."""
 
 
 def _named(expr: str, series: str) -> str:

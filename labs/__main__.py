@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from labs.catalog import BY_NAME, LABS
-from labs.client import PanelClient
+from labs.client import LabError, PanelClient
 from labs.lab import run
 from services.settings import Settings
 
@@ -21,9 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.names:
         print("Labs (make lab NAME=<name>, or NAME=all):")
         for lab in LABS:
-            print(f"  {lab.name:<24} {lab.title}  ({lab.doc})")
+            needs = "" if lab.relay == "builtin" else f"  [RELAY={lab.relay}]"
+            print(f"  {lab.name:<24} {lab.title}  ({lab.doc}){needs}")
         return 0
-    names = [lab.name for lab in LABS] if args.names == ["all"] else args.names
+    everything = args.names == ["all"]
+    names = [lab.name for lab in LABS] if everything else args.names
     unknown = [name for name in names if name not in BY_NAME]
     if unknown:
         print(f"unknown lab(s): {', '.join(unknown)}; known: {', '.join(BY_NAME)}", file=sys.stderr)
@@ -34,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     url = args.panel or f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}"
     panel = PanelClient(url, args.token or settings.CHAOS_PANEL_TOKEN)
     try:
+        if everything:
+            names = _runnable(names, panel)
         results = [run(BY_NAME[name], panel) for name in names]
+    except LabError as error:
+        print(error, file=sys.stderr)
+        return 2
     finally:
         panel.close()
     failed = [r.lab.name for r in results if not r.passed]
@@ -43,6 +50,14 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return 1 if failed else 0
+
+
+def _runnable(names: list[str], panel: PanelClient) -> list[str]:
+    """Of `all`, the labs this system's relay runs; the others are named, with how to run them."""
+    running = panel.relay()
+    for lab in (BY_NAME[name] for name in names if BY_NAME[name].relay != running):
+        print(f"Lab {lab.number:02d} · {lab.title}: skipped, it needs RELAY={lab.relay} ({lab.start})")
+    return [name for name in names if BY_NAME[name].relay == running]
 
 
 if __name__ == "__main__":

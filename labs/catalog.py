@@ -18,6 +18,7 @@ from labs.scenarios import (
     relay_crash,
     retention_horizon,
     serialization_failures,
+    stopped_connector,
 )
 
 LABS = (
@@ -149,6 +150,18 @@ LABS = (
             "tests/e2e/panel/test_broker_faults.py::test_a_frozen_then_killed_broker_comes_back_and_the_orders_around_it_end_once",
             "tests/integration/test_relay_leader_loss.py::test_a_leader_that_dies_before_its_followers_copied_the_rows",
         ),
+    ),
+    Lab(
+        15,
+        "stopped-connector",
+        "Debezium's connector stops, and its slot keeps the log",
+        stopped_connector.run,
+        (
+            "tests/e2e/test_debezium_relay_system.py::test_the_panel_shows_each_slot_and_a_paused_connector_holds_its_events_until_resumed",
+            "tests/integration/test_debezium_relay.py::test_the_relay_marks_a_row_only_once_debeziums_slot_has_confirmed_its_commit",
+            "tests/integration/test_alert_rules.py::test_a_slot_that_keeps_growing_fires_its_alert_and_an_idle_one_does_not",
+        ),
+        relay="debezium",
     ),
 )
 

@@ -81,6 +81,10 @@ class PanelClient:
             raise LabError(str(answer["error"]))
         return list(answer["nodes"])
 
+    def relay(self) -> str:
+        """The relay this system runs: builtin or debezium."""
+        return str(self._get("/api/state").get("relay", "builtin"))
+
     def slots(self) -> dict[str, dict[str, Any]]:
         """Under RELAY=debezium, by database: its slot, retained bytes and connector's state."""
         return {slot["database"]: slot for slot in self._get("/api/slots")["slots"]}

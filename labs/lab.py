@@ -51,10 +51,17 @@ class Lab:
     run: Callable[[Session], None]
     proven_by: tuple[str, ...]
     """The tests that prove the behaviour this lab shows (beside this lab's own run)."""
+    relay: str = "builtin"
+    """The relay the system must run (`make up RELAY=…`): the lab refuses to start on the other."""
 
     @property
     def doc(self) -> str:
         return f"docs/workshop/{self.number:02d}-{self.name}.md"
+
+    @property
+    def start(self) -> str:
+        """The command that starts a system this lab runs on."""
+        return "make up" if self.relay == "builtin" else f"make down && make up RELAY={self.relay}"
 
     @property
     def screenshot(self) -> str:
@@ -77,6 +84,9 @@ def run(lab: Lab, panel: PanelClient, say: Callable[[str], None] = print) -> Res
     started = time.monotonic()
     say(f"Lab {lab.number:02d} · {lab.title}")
     try:
+        running = panel.relay()
+        if running != lab.relay:
+            raise LabError(f"this lab needs RELAY={lab.relay}, and this system runs RELAY={running}: {lab.start}")
         panel.act("reset")
         panel.wait_quiet()
         lab.run(session)

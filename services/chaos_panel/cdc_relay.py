@@ -88,5 +88,17 @@ class CdcRelay:
             return f"paused {name}: its slot now keeps every byte of log written from here on"
         return f"resumed {name}: it reads on from its slot's confirmed position, and the slot empties"
 
+    def resume_paused(self) -> list[str]:
+        """Resume every paused connector (part of the panel's reset); what could not be resumed."""
+        problems = []
+        for name, state in self._connector_states().items() if self.available else ():
+            if state != "PAUSED":
+                continue
+            try:
+                self._client.put(f"{self.url}/connectors/{name}/resume").raise_for_status()
+            except httpx.HTTPError as error:
+                problems.append(f"{name}: Kafka Connect refused to resume it: {error}")
+        return problems
+
     def close(self) -> None:
         self._client.close()

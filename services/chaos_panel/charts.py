@@ -14,9 +14,12 @@ from dashboards.queries import (
     DUPLICATE_RATIO,
     MARKER_AGE_AND_REDELIVERY,
     OUTBOX_BACKLOG,
+    SLOT_RETAINED,
 )
 
 WIDTH, HEIGHT = 320.0, 90.0
+BYTES = "bytes"
+"""A chart's unit when its values are sizes: shown as B, kB, MB or GB."""
 COLOURS = ("#2e9d52", "#1e88e5", "#f57c00", "#c62828", "#6d4c9f", "#00897b", "#8d6e63")
 
 
@@ -35,6 +38,8 @@ CHARTS = (
     ChartSpec("Consumer lag", CONSUMER_LAG, "consumer", " msgs"),
     ChartSpec("Marker age and what could come back", MARKER_AGE_AND_REDELIVERY, "series", " s"),
 )
+SLOT_CHARTS = (ChartSpec("Log kept by each replication slot", SLOT_RETAINED, "database", BYTES),)
+"""Under RELAY=debezium, beside the slots' table: a paused connector's slot rising, then falling."""
 
 
 @dataclass
@@ -46,6 +51,14 @@ class Line:
     last: float
 
 
+def byte_size(count: float) -> str:
+    """Bytes as a reader takes them in: 512 B, 83.0 kB, 17.4 MB, 1.2 GB."""
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:.0f} B"
+
+
 @dataclass
 class Chart:
     title: str
@@ -53,6 +66,10 @@ class Chart:
     top: float = 0.0
     lines: list[Line] = field(default_factory=list)
     error: str = ""
+
+    def shown(self, value: float) -> str:
+        """One of the chart's values with its unit."""
+        return byte_size(value) if self.unit == BYTES else f"{value:.3g}{self.unit}"
 
 
 def polyline(samples: list[tuple[float, float]], start: float, end: float, top: float) -> str:
@@ -78,12 +95,12 @@ def draw(spec: ChartSpec, series: list[tuple[str, list[tuple[float, float]]]], s
     return chart
 
 
-def charts(prometheus_url: str, minutes: int = 10) -> list[Chart]:
+def charts(prometheus_url: str, specs: tuple[ChartSpec, ...] = CHARTS, minutes: int = 10) -> list[Chart]:
     end = time.time()
     start = end - minutes * 60
     drawn = []
     with httpx.Client(base_url=prometheus_url, timeout=3) as client:
-        for spec in CHARTS:
+        for spec in specs:
             try:
                 answer = client.get(
                     "/api/v1/query_range", params={"query": spec.expr, "start": start, "end": end, "step": 5}

@@ -301,10 +301,12 @@ def router(panel: Panel) -> APIRouter:
     @action("/reset")
     def reset(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         panel.loads.stop()
-        problems = control.reset()
+        problems = control.reset() + panel.cdc.resume_paused()
         if problems:
             return "reset, except: " + "; ".join(problems), {"problems": problems}
-        return "every fault disarmed, every consumer on the correct strategy, sandboxes clean", {"problems": []}
+        return "every fault disarmed, every consumer on the correct strategy, sandboxes clean" + (
+            ", every connector running" if panel.cdc.available else ""
+        ), {"problems": []}
 
     @api.get("/state")
     def state() -> dict[str, Any]:
@@ -318,6 +320,7 @@ def router(panel: Panel) -> APIRouter:
                 {"name": s.name, "up": s.up, "restarts": restarts.get(s.name, 0)} for s in control.http_states()
             ],
             "teaching": [s.name for s in panel.teaching(states)],
+            "relay": "debezium" if panel.cdc.available else "builtin",
             "load": None
             if load is None
             else {

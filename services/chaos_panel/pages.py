@@ -22,6 +22,9 @@ from services.topology import CONSUMERS, EVENT_TOPICS, TOPIC_PARTITIONS
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
 
+
+TEMPLATES.env.filters["byte_size"] = charts.byte_size
+
 GRAFANA_DASHBOARDS = {
     "eo-overview": "Overview",
     "eo-consumers": "Consumers",
@@ -187,7 +190,10 @@ def router(panel: Panel) -> APIRouter:
 
     @pages.get("/fragments/slots", response_class=HTMLResponse)
     def slots(request: Request) -> Response:
-        return render(request, "fragments/slots.html", cdc=panel.cdc.slots())
+        cdc = panel.cdc.slots()
+        prometheus = panel.settings.PROMETHEUS_URL
+        drawn = charts.charts(prometheus, charts.SLOT_CHARTS) if cdc["slots"] and prometheus else []
+        return render(request, "fragments/slots.html", cdc=cdc, charts=drawn, width=charts.WIDTH, height=charts.HEIGHT)
 
     @pages.get("/fragments/horizons", response_class=HTMLResponse)
     def horizons(request: Request) -> Response:

@@ -1,7 +1,8 @@
 """A whole system with RELAY=debezium (`make up RELAY=debezium` on ports and state of its own):
 Kafka Connect's worker is killed in the middle of the flow; the supervisor restarts it, it resumes
 from its last flushed position and sends again what came after; the consumers count those as
-duplicates, every order ends, and the auditor finds nothing lost or doubled. Then a short soak on
+duplicates, every order ends, and the auditor finds nothing lost or doubled. The panel's slots and
+its pause and resume, and the workshop lab built on them (with its screenshot). Then a short soak on
 the same system: every process crashed at every point, rewinds, republished copies, the worker
 killed twice more, the broker and the database restarted."""
 
@@ -18,9 +19,11 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from infra.launcher import kafka_connect, processes
 from infra.launcher.supervisor import Supervisor
+from labs.catalog import BY_NAME
 from labs.client import LabError, PanelClient
 from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import LoadResult, place_orders
@@ -28,6 +31,7 @@ from services.settings import PROJECT_ROOT, Settings
 from services.topology import cdc_slot, database
 from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
+from tests.support.workshop import run_and_screenshot
 
 ORDERS = 150
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
@@ -159,6 +163,17 @@ def test_the_panel_shows_each_slot_and_a_paused_connector_holds_its_events_until
     finally:
         with contextlib.suppress(LabError):
             panel.act("connector", database="orders", action="resume")
+        panel.close()
+
+
+def test_the_stopped_connector_lab(system: tuple[LauncherRun, Settings], browser: WebDriver) -> None:
+    """The workshop's lab on this system, as `make lab NAME=stopped-connector` runs it, with its
+    screenshot (tests/support/workshop.py)."""
+    _, settings = system
+    panel = PanelClient(settings.chaos_panel_url)
+    try:
+        run_and_screenshot(BY_NAME["stopped-connector"], panel, browser)
+    finally:
         panel.close()
 
 

@@ -66,6 +66,16 @@ def test_under_the_built_in_relay_there_is_nothing_to_show_or_pause() -> None:
     assert refused.value.status == 409
 
 
+def test_the_panels_reset_resumes_only_the_paused_connectors() -> None:
+    asked: list[str] = []
+    paused = {"connector": {"state": "PAUSED"}, "tasks": [{"state": "PAUSED"}]}
+    running = {"connector": {"state": "RUNNING"}, "tasks": [{"state": "RUNNING"}]}
+    relay = _relay({"outbox-orders": paused, "outbox-payment": running}, asked)
+    assert relay.resume_paused() == []
+    assert [call for call in asked if call.startswith("PUT")] == ["PUT /connectors/outbox-orders/resume"]
+    assert CdcRelay("", lambda _database, _sql: []).resume_paused() == []
+
+
 @pytest.mark.parametrize(
     ("status", "expected"),
     [

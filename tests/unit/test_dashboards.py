@@ -49,6 +49,18 @@ def test_a_chart_scales_its_lines_into_the_box_and_drops_nan() -> None:
     assert line.points == f"0.0,{HEIGHT:.1f} {WIDTH / 2:.1f},0.0"
 
 
+@pytest.mark.parametrize(
+    ("count", "shown"),
+    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 kB"), (84_900, "82.9 kB"), (18_245_000, "17.4 MB"), (3 << 30, "3.0 GB")],
+)
+def test_sizes_read_in_the_unit_that_suits_them(count: int, shown: str) -> None:
+    from services.chaos_panel.charts import BYTES, SLOT_CHARTS, Chart, byte_size
+
+    assert byte_size(count) == shown
+    assert SLOT_CHARTS[0].unit == BYTES and Chart("slots", BYTES).shown(count) == shown
+    assert Chart("lag", " msgs").shown(1234.5) == "1.23e+03 msgs"
+
+
 def test_with_grafana_the_panel_links_its_dashboards() -> None:
     from fastapi.testclient import TestClient
 

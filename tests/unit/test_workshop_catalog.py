@@ -56,6 +56,12 @@ def test_the_command_lists_the_labs_and_refuses_unknown_names(capsys: pytest.Cap
     assert main([]) == 0
     listing = capsys.readouterr().out
     assert all(lab.name in listing for lab in LABS)
+    assert all(
+        (f"[RELAY={lab.relay}]" in line) == (lab.relay != "builtin")
+        for lab in LABS
+        for line in listing.splitlines()
+        if f" {lab.name} " in line
+    )
     assert main(["no-such-lab"]) == 2
     assert "unknown lab" in capsys.readouterr().err
     assert main(["--known", "crash-after-commit"]) == 0

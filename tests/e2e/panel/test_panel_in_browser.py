@@ -13,7 +13,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem, texts_of
+from tests.e2e.panel.conftest import PanelSystem
+from tests.support.browser import SCREENSHOTS, texts_of
 
 
 def _wait(driver: WebDriver, what: str, condition: Callable[[WebDriver], bool], timeout: float = 60) -> None:

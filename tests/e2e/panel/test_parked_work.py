@@ -9,7 +9,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem, texts_of
+from tests.e2e.panel.conftest import PanelSystem
+from tests.support.browser import SCREENSHOTS, texts_of
 from tests.support.waiting import wait_for
 
 

@@ -1,7 +1,8 @@
-"""Every workshop lab, run unattended against a system of its own (the panel tests' system; this
-module runs after theirs, since the teaching labs leave anomalies behind on purpose), exactly as
-`make lab NAME=…` runs it; then the page the lab points at is screenshotted in headless Chromium
-(artifacts/screenshots/labs/; docs/workshop/images/ holds copies the lab texts show)."""
+"""Every workshop lab that runs on the built-in relay, run unattended against a system of its own
+(the panel tests' system; this module runs after theirs, since the teaching labs leave anomalies
+behind on purpose), exactly as `make lab NAME=…` runs it; then the page the lab points at is
+screenshotted (tests/support/workshop.py). The lab that needs RELAY=debezium runs in
+tests/e2e/test_debezium_relay_system.py, on that system."""
 
 from __future__ import annotations
 
@@ -9,22 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.ui import WebDriverWait
 
 from labs.catalog import LABS
 from labs.client import PanelClient
 from labs.lab import Lab, run
-from tests.e2e.panel.conftest import SCREENSHOTS, PanelSystem, texts_of
+from tests.e2e.panel.conftest import PanelSystem
+from tests.support.workshop import run_and_screenshot
 
-READY = {
-    "/orders/": "li.entry",  # an order's timeline has been drawn
-    "/dead-letters": "table tr td",
-    "/": "#audit-verdict",
-}
-
-
-def _ready_selector(look: str) -> str:
-    return next(selector for prefix, selector in READY.items() if look.startswith(prefix))
+ON_THE_BUILT_IN_RELAY = [lab for lab in LABS if lab.relay == "builtin"]
 
 
 @pytest.fixture(scope="module")
@@ -35,23 +28,14 @@ def panel(system: PanelSystem) -> Iterator[PanelClient]:
     client.close()
 
 
-@pytest.mark.parametrize("lab", LABS, ids=[lab.name for lab in LABS])
-def test_lab(system: PanelSystem, panel: PanelClient, browser: WebDriver, lab: Lab) -> None:
-    lines: list[str] = []
-    result = run(lab, panel, say=lines.append)
-    assert result.passed, "\n".join(lines)
+@pytest.mark.parametrize("lab", ON_THE_BUILT_IN_RELAY, ids=[lab.name for lab in ON_THE_BUILT_IN_RELAY])
+def test_lab(panel: PanelClient, browser: WebDriver, lab: Lab) -> None:
+    run_and_screenshot(lab, panel, browser)
 
-    browser.get(f"{system.url}{result.look}")
-    selector = _ready_selector(result.look)
-    WebDriverWait(browser, 30, poll_frequency=0.2).until(
-        lambda d: texts_of(d, selector), message=f"{result.look} to show {selector}"
-    )
-    if result.look == "/":
-        WebDriverWait(browser, 30, poll_frequency=0.2).until(
-            lambda d: any(result.order_id in row for row in texts_of(d, "tr.anomaly")),
-            message=f"the verdict to name {result.order_id}",
-        )
-    folder = SCREENSHOTS / "labs"
-    folder.mkdir(parents=True, exist_ok=True)
-    browser.execute_script("window.scrollTo(0, 0)")
-    browser.save_screenshot(str(folder / f"{lab.number:02d}-{lab.name}.png"))
+
+def test_a_lab_for_the_other_relay_refuses_to_start_and_says_how_to_run_it(panel: PanelClient) -> None:
+    lines: list[str] = []
+    debezium = next(lab for lab in LABS if lab.relay == "debezium")
+    result = run(debezium, panel, say=lines.append)
+    assert not result.passed
+    assert any("needs RELAY=debezium" in line and "make up RELAY=debezium" in line for line in lines), lines
