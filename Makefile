@@ -170,7 +170,8 @@ dashboards: venv ## Write the Grafana dashboards' JSON (dashboards/generated/) f
 NAME ?=
 lab: venv ## Run a workshop lab unattended and check it (make lab NAME=crash-after-commit, NAME=all; no NAME lists them)
 	@if [ -z "$(NAME)" ]; then $(PY) -m labs; else \
-	  $(PY) -m labs --known $(NAME) && $(MAKE) --no-print-directory up && $(PY) -m labs $(NAME); fi
+	  $(PY) -m labs --known $(NAME) && $(MAKE) --no-print-directory up RELAY=$$($(PY) -m labs --relay $(NAME)) \
+	  && $(PY) -m labs $(NAME); fi
 
 horizon: venv ## Each consumer's shortest safe marker retention from what could still be redelivered (exit 1 when shorter)
 	@$(PY) -m services.safe_horizons

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from labs.catalog import BY_NAME, LABS
@@ -17,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--panel", help="the chaos panel's URL (default: this machine's, from the settings)")
     parser.add_argument("--token", help="CHAOS_PANEL_TOKEN, when the panel is bound beyond loopback")
     parser.add_argument("--known", action="store_true", help="only check that the names are labs")
+    parser.add_argument(
+        "--relay", action="store_true", help="only print the RELAY to start the system with for these labs"
+    )
     args = parser.parse_args(argv)
     if not args.names:
         print("Labs (make lab NAME=<name>, or NAME=all):")
@@ -31,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unknown lab(s): {', '.join(unknown)}; known: {', '.join(BY_NAME)}", file=sys.stderr)
         return 2
     if args.known:
+        return 0
+    if args.relay:
+        print(_relay_for(names))
         return 0
     settings = Settings()
     url = args.panel or f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}"
@@ -50,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         + (f"; failed: {', '.join(failed)}" if failed else "")
     )
     return 1 if failed else 0
+
+
+def _relay_for(names: list[str]) -> str:
+    """RELAY as the caller set it; else the one relay these labs need; else the built-in one."""
+    needed = {BY_NAME[name].relay for name in names}
+    return os.environ.get("RELAY") or (needed.pop() if len(needed) == 1 else "builtin")
 
 
 def _runnable(names: list[str], panel: PanelClient) -> list[str]:

@@ -84,6 +84,23 @@ def _refuse_another_kafka_topology(supervisor: Supervisor, settings: Settings) -
         )
 
 
+def _refuse_another_relay(supervisor: Supervisor, settings: Settings) -> None:
+    """A running system keeps its relay: RELAY changes on a stopped system only, because each
+    switch has a step of its own (docs/debezium-relay.md#switching-relays)."""
+    if not supervisor.is_running():
+        return
+    names = {info["name"] for info in supervisor.all_info()}
+    if processes.OUTBOX_RELAY not in names:
+        return  # no platform yet (the tests' shared infrastructure): nothing relays
+    running = "debezium" if processes.KAFKA_CONNECT in names else "builtin"
+    if running != settings.RELAY:
+        raise LaunchError(
+            f"this system runs RELAY={running}, not RELAY={settings.RELAY}",
+            f"`make up RELAY={running}` keeps it; to switch, `make down` first and follow "
+            "docs/debezium-relay.md#switching-relays (drain the outbox, or drop the slots)",
+        )
+
+
 def _port_variable(program: Program, port: int) -> str:
     names = {
         processes.POSTGRES: "POSTGRES_PORT",
@@ -144,6 +161,8 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     else:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=15)
     connect: list[Program] = []  # RELAY=debezium's worker: started once the slots exist
+    if with_platform:
+        _refuse_another_relay(supervisor, settings)
     if with_platform and settings.RELAY == "debezium":
         java = require_java(os.environ.get("JAVA_HOME"))
         connect.append(processes.kafka_connect_program(settings, java, kafka_connect.ensure_jars(settings, say)))

@@ -1,8 +1,10 @@
-"""BROKERS: one node or three, each node's ports and configuration derived from the settings."""
+"""BROKERS: one node or three, each node's ports and configuration derived from the settings; a running
+system keeps its Kafka nodes and its RELAY until it is stopped."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from hypothesis import given
@@ -87,3 +89,23 @@ def test_a_running_system_keeps_its_kafka_nodes_until_it_is_stopped(
         stack._refuse_another_kafka_topology(_RunningSupervisor(running), settings)  # type: ignore[arg-type]
     same = ["postgres", *kafka_broker.node_names(settings)]
     stack._refuse_another_kafka_topology(_RunningSupervisor(same), settings)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("running", "relay"),
+    [
+        (["postgres", "kafka", "outbox-relay", "kafka-connect"], "builtin"),
+        (["postgres", "kafka", "outbox-relay"], "debezium"),
+    ],
+)
+def test_a_running_system_keeps_its_relay_until_it_is_stopped(
+    tmp_path: Path, running: list[str], relay: Literal["builtin", "debezium"]
+) -> None:
+    settings = Settings(RELAY=relay, EO_STATE_DIR=tmp_path)
+    with pytest.raises(LaunchError, match="make down") as refused:
+        stack._refuse_another_relay(_RunningSupervisor(running), settings)  # type: ignore[arg-type]
+    assert f"not RELAY={relay}" in str(refused.value)
+    other: Literal["builtin", "debezium"] = "debezium" if relay == "builtin" else "builtin"
+    kept = Settings(RELAY=other, EO_STATE_DIR=tmp_path)
+    stack._refuse_another_relay(_RunningSupervisor(running), kept)  # type: ignore[arg-type]
+    stack._refuse_another_relay(_RunningSupervisor(["postgres", "kafka"]), settings)  # type: ignore[arg-type]

@@ -65,3 +65,14 @@ def test_the_command_lists_the_labs_and_refuses_unknown_names(capsys: pytest.Cap
     assert main(["no-such-lab"]) == 2
     assert "unknown lab" in capsys.readouterr().err
     assert main(["--known", "crash-after-commit"]) == 0
+
+
+def test_make_lab_starts_the_system_on_the_relay_its_labs_need(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RELAY", raising=False)
+    for names, relay in ((["stopped-connector"], "debezium"), (["relay-crash"], "builtin"), (["all"], "builtin")):
+        assert main(["--relay", *names]) == 0
+        assert capsys.readouterr().out.strip() == relay, names
+    monkeypatch.setenv("RELAY", "debezium")
+    assert main(["--relay", "all"]) == 0 and capsys.readouterr().out.strip() == "debezium"
