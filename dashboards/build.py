@@ -202,6 +202,11 @@ def consumers() -> Dashboard:
     )
 
 
+SLOT_PANEL = "Log kept by each replication slot"
+DEBEZIUM_ONLY = (SLOT_PANEL,)
+"""Panels that have data only under RELAY=debezium (the built-in relay has no replication slot)."""
+
+
 def relay() -> Dashboard:
     latency = f"sum by (le) (rate(eo_outbox_publish_latency_seconds_bucket[{RATE_WINDOW}]))"
     return (
@@ -235,7 +240,7 @@ def relay() -> Dashboard:
         )
         .with_panel(
             series(
-                "Log kept by each replication slot",
+                SLOT_PANEL,
                 "bytes",
                 query(SLOT_RETAINED, "{{database}}"),
                 description="Under RELAY=debezium: a stopped or paused connector makes its slot keep every byte "

@@ -9,6 +9,7 @@ killed twice more, the broker and the database restarted."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -21,6 +22,7 @@ import psycopg
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from dashboards.build import DASHBOARDS, DEBEZIUM_ONLY, expressions, render
 from infra.launcher import kafka_connect, processes
 from infra.launcher.supervisor import Supervisor
 from labs.catalog import BY_NAME
@@ -164,6 +166,24 @@ def test_the_panel_shows_each_slot_and_a_paused_connector_holds_its_events_until
         with contextlib.suppress(LabError):
             panel.act("connector", database="orders", action="resume")
         panel.close()
+
+
+def test_the_dashboard_panels_for_debezium_have_data(system: tuple[LauncherRun, Settings]) -> None:
+    _, settings = system
+    wanted = [
+        (title, expr)
+        for name in DASHBOARDS
+        for title, expr in expressions(json.loads(render(name)))
+        if title in DEBEZIUM_ONLY
+    ]
+    assert wanted
+    prometheus = f"http://127.0.0.1:{settings.PROMETHEUS_PORT}/api/v1/query"
+    for title, expr in wanted:
+
+        def answers(e: str = expr) -> bool:
+            return bool(httpx.get(prometheus, params={"query": e}, timeout=10).json()["data"]["result"])
+
+        wait_for(answers, 60, f"{title} to have data ({expr})", interval=1)
 
 
 def test_the_stopped_connector_lab(system: tuple[LauncherRun, Settings], browser: WebDriver) -> None:

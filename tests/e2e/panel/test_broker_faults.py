@@ -49,6 +49,9 @@ def test_a_frozen_then_killed_broker_comes_back_and_the_orders_around_it_end_onc
     assert again.status_code == 409 and "frozen already" in again.json()["message"]
     during = clean.act("orders")["order_id"]  # the API writes its outbox row; the relay waits
     wait_for(lambda: _node(clean)["frozen_seconds_left"] is None, 30, "the node to thaw")
+    # Thawed, the node may still be fenced for a moment (its registration lapsed while it was
+    # stopped): the partition has no leader until it is unfenced, and there is none to kill.
+    wait_for(lambda: "orders.events/0" in _node(clean)["leads"], 60, "the thawed node to lead orders.events/0 again")
 
     killed = clean.act("brokers/kill-leader", partition="orders.events/0")
     assert "SIGKILL" in killed["message"] and "kafka (node 1)" in killed["message"]
