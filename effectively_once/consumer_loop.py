@@ -223,6 +223,13 @@ class ConsumerLoop:
             return
         oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
         self._oldest_unacknowledged.set(max(0.0, time.time() - oldest))
+        positions = {
+            id(d.event): (d.message.topic() or "", d.message.partition() or 0, d.message.offset() or 0)
+            for d in deliveries
+            if d.event is not None
+        }
+        for processor in self.processors:
+            processor.positions = positions
         self._find_duplicates_ahead(deliveries)
         if self._lanes is not None and not self.processor.path.acknowledges_first:
             self._handle_in_lanes(deliveries)

@@ -176,6 +176,9 @@ class MessageProcessor:
         self.telemetry: Telemetry = telemetry or NoTelemetry()
         self._told: list[dict[str, Any]] | None = None
         """Deliveries of the batch being recorded, told as one telemetry record."""
+        self.positions: Mapping[int, tuple[str, int, int]] = {}
+        """Where each event of the poll being processed came from, by the event object's identity:
+        (topic, partition, offset), told with its outcome. The consumer loop sets it each poll."""
         self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
         self._begin = f"BEGIN ISOLATION LEVEL {config.isolation_level}".encode()
         self._transaction_seconds = metrics.TRANSACTION_SECONDS.labels(config.consumer_name)
@@ -435,6 +438,9 @@ class MessageProcessor:
             self._outcome_counters[(event_type, outcome)] = counter
         counter.inc()
         kafka_key = fields.pop("kafka_key", None)
+        position = self.positions.get(id(event)) if event is not None else None
+        if position is not None:
+            fields = {"topic": position[0], "partition": position[1], "offset": position[2], **fields}
         told = {
             "consumer": self.config.consumer_name,
             "strategy": self.config.strategy.value,

@@ -36,6 +36,13 @@ class Entry:
         return datetime.fromtimestamp(self.at, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
+def position(record: dict[str, Any]) -> str:
+    """Where a delivery came from, `orders.events/2 @ 41`; empty when the record does not say."""
+    if record.get("partition") is None or record.get("offset") is None:
+        return ""
+    return f"{record.get('topic')}/{record.get('partition')} @ {record.get('offset')}"
+
+
 def build(
     events: list[OutboxEvent], records: Iterable[dict[str, Any]], starts: Iterable[dict[str, Any]]
 ) -> list[Entry]:
@@ -61,9 +68,12 @@ def build(
         elif kind == "delivery":
             outcome = str(record.get("outcome"))
             why = record.get("reason") or record.get("error_class") or ""
-            detail = f"strategy {record.get('strategy')}" if record.get("strategy") not in (None, "correct") else ""
+            parts = [position(record)]
             if why:
-                detail = f"{why}; {detail}" if detail else str(why)
+                parts.append(str(why))
+            if record.get("strategy") not in (None, "correct"):
+                parts.append(f"strategy {record.get('strategy')}")
+            detail = "; ".join(part for part in parts if part)
             entries.append(
                 Entry(
                     at,
