@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -33,9 +34,23 @@ class Panel:
     cdc: CdcRelay
     readers: list[TelemetryReader] = field(default_factory=list)
 
+    last_verdict: tuple[float, Verdict] | None = None
+    """When the auditor last answered with the panel's own stuck-after, and what it said."""
+
     def verdict(self, stuck_after: float | None = None) -> Verdict:
         seconds = self.settings.AUDIT_STUCK_AFTER_SECONDS if stuck_after is None else stuck_after
-        return audit(self.query, stuck_after=timedelta(seconds=seconds))
+        answer = audit(self.query, stuck_after=timedelta(seconds=seconds))
+        if stuck_after is None:
+            self.last_verdict = (time.monotonic(), answer)
+        return answer
+
+    def recent_verdict(self, max_age: float = 5.0) -> Verdict:
+        """The auditor's last answer if it is at most `max_age` seconds old, else a new one: the
+        system map shows the verdict without running the audit a second time beside the page's."""
+        last = self.last_verdict
+        if last is not None and time.monotonic() - last[0] <= max_age:
+            return last[1]
+        return self.verdict()
 
     def teaching(self, states: list[ProcessState]) -> list[ProcessState]:
         """Consumers running a deliberately unsafe strategy."""

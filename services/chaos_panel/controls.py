@@ -10,12 +10,13 @@ import time
 from collections.abc import Awaitable, Callable
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from services.chaos_panel import records
+from services.chaos_panel import map_readings, proof, proof_reader, records, system_map
 from services.chaos_panel.context import Panel
 from services.chaos_panel.control_plane import ControlError
 from services.chaos_panel.injector import InjectionError
@@ -77,7 +78,9 @@ async def _body(request: Request) -> dict[str, Any]:
 def _answer(request: Request, ok: bool, message: str, data: dict[str, Any], status: int = 200) -> Response:
     if request.headers.get("hx-request"):
         css = "notice ok" if ok else "notice bad"
-        return HTMLResponse(f'<p class="{css}" role="status">{escape(message)}</p>', status_code=200)
+        order = data.get("order_id") if ok else None
+        link = f' <a href="/orders/{quote(str(order))}" id="notice-order">Open the order</a>' if order else ""
+        return HTMLResponse(f'<p class="{css}" role="status">{escape(message)}{link}</p>', status_code=200)
     return JSONResponse({"ok": ok, "message": message, **data}, status_code=status)
 
 
@@ -288,6 +291,11 @@ def router(panel: Panel) -> APIRouter:
         """Pause or resume one outbox database's Debezium connector (RELAY=debezium)."""
         return panel.cdc.act(_text(body, "database"), _text(body, "action")), {}
 
+    @api.get("/map")
+    def system_map_figures() -> dict[str, Any]:
+        """The front page's map as JSON: each box with its state and figures, each arrow."""
+        return system_map.to_json(system_map.build(map_readings.read(panel)))
+
     @api.get("/slots")
     def slots() -> dict[str, Any]:
         """Under RELAY=debezium: each slot's retained log and its connector's state."""
@@ -389,6 +397,35 @@ def router(panel: Panel) -> APIRouter:
                     "published": e.published_at is not None,
                 }
                 for e in events
+            ],
+        }
+
+    @api.get("/orders/{order_id}/proof")
+    def proof_of(order_id: str) -> dict[str, Any]:
+        """Each effect of the order: its event, deliveries, marker, rows, calls, and why once."""
+        try:
+            facts = proof_reader.read(panel.query, panel.store, order_id)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from error
+        return {
+            "order_id": order_id,
+            "idempotency_key": facts.idempotency_key,
+            "effects": [
+                {
+                    "effect": p.spec.name,
+                    "consumer": p.spec.consumer,
+                    "event": None
+                    if p.event is None
+                    else {"type": p.event.event_type, "message_id": p.event.message_id},
+                    "deliveries": [vars(d) for d in p.deliveries],
+                    "marker": None if p.marker is None else p.marker.isoformat(),
+                    "rows": p.rows,
+                    "calls": p.calls,
+                    "outside": p.outside,
+                    "verdict": p.verdict,
+                    "sentence": p.sentence,
+                }
+                for p in proof.build(facts)
             ],
         }
 

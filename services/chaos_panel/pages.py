@@ -13,8 +13,9 @@ from fastapi.templating import Jinja2Templates
 
 from effectively_once.outcomes import Strategy
 from effectively_once.safe_horizon import duration
-from services.chaos_panel import charts, records, timeline
+from services.chaos_panel import charts, map_readings, proof, proof_reader, records, system_map, timeline
 from services.chaos_panel.context import Panel
+from services.chaos_panel.control_plane import EXECUTORS
 from services.chaos_panel.health import database_checks, kafka_check
 from services.chaos_panel.injector import POISON_KINDS
 from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token, same_origin
@@ -79,7 +80,16 @@ def router(panel: Panel) -> APIRouter:
         )
         return response
 
+    def _map() -> dict[str, Any]:
+        drawn = system_map.build(map_readings.read(panel))
+        return {"map": drawn, "words": system_map.as_text(drawn)}
+
     @pages.get("/", response_class=HTMLResponse)
+    def front(request: Request) -> Response:
+        """The system as a live map to act on, and the auditor's verdict."""
+        return render(request, "map.html", **_map())
+
+    @pages.get("/overview", response_class=HTMLResponse)
     def home(request: Request) -> Response:
         """What runs, whether the invariants hold, and what each consumer counted."""
         return render(
@@ -90,6 +100,26 @@ def router(panel: Panel) -> APIRouter:
             grafana=panel.settings.GRAFANA_URL.rstrip("/"),
             prometheus=panel.settings.PROMETHEUS_URL,
             dashboards=GRAFANA_DASHBOARDS,
+        )
+
+    @pages.get("/fragments/map", response_class=HTMLResponse)
+    def live_map(request: Request) -> Response:
+        return render(request, "fragments/map.html", **_map())
+
+    @pages.get("/fragments/act/{name}", response_class=HTMLResponse)
+    def act_on(request: Request, name: str) -> Response:
+        """What can be done to one process from the map: its faults, strategy and group."""
+        known = name in panel.control.control_urls
+        if not known and name not in panel.control.http_services:
+            raise HTTPException(404, f"no process called {name}")
+        return render(
+            request,
+            "fragments/act.html",
+            name=name,
+            state=panel.control.state(name) if known else None,
+            restarts=panel.store.restarts().get(name, 0),
+            lessons=STRATEGY_LESSONS,
+            executors=EXECUTORS,
         )
 
     @pages.get("/orders", response_class=HTMLResponse)
@@ -225,6 +255,15 @@ def router(panel: Panel) -> APIRouter:
             counts=records.status_counts(panel.query),
             load=panel.loads.current,
         )
+
+    @pages.get("/fragments/proof/{order_id}", response_class=HTMLResponse)
+    def order_proof(request: Request, order_id: str) -> Response:
+        """Each of the order's effects with the chain that led to it, and why it happened once."""
+        try:
+            facts = proof_reader.read(panel.query, panel.store, order_id)
+        except ValueError as error:
+            raise HTTPException(400, str(error)) from error
+        return render(request, "fragments/proof.html", proofs=proof.build(facts), facts=facts)
 
     @pages.get("/fragments/timeline/{order_id}", response_class=HTMLResponse)
     def order_timeline(request: Request, order_id: str) -> Response:

@@ -68,7 +68,7 @@ def test_with_grafana_the_panel_links_its_dashboards() -> None:
     from services.chaos_panel.settings import PanelSettings
 
     settings = PanelSettings(GRAFANA_URL="http://127.0.0.1:3000/", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9")
-    home = TestClient(create_app(settings), base_url="http://127.0.0.1:8080").get("/").text
+    home = TestClient(create_app(settings), base_url="http://127.0.0.1:8080").get("/overview").text
     for name in DASHBOARDS:
         assert f'href="http://127.0.0.1:3000/d/{json.loads(render(name))["uid"]}"' in home
     assert "/fragments/charts" not in home  # no Prometheus configured: no charts

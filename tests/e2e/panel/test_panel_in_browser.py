@@ -75,7 +75,7 @@ def test_a_crash_after_commit_before_ack_is_redelivered_and_counted_as_a_duplica
     assert crash_at < restart_at < duplicate_at, entries
     _screenshot(browser, "timeline-crash-redelivered-as-duplicate.png")
 
-    browser.get(f"{clean.url}/")
+    browser.get(f"{clean.url}/overview")
     _wait(browser, "a green audit", lambda d: "Green: nothing lost" in _text_of(d, "#audit-verdict"))
     _wait(browser, "inventory's restart counted", lambda d: _text_of(d, "#process-inventory .restarts") != "0")
     _screenshot(browser, "overview-green-after-crash.png")

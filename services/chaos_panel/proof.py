@@ -1,0 +1,155 @@
+"""The proof that each of an order's effects happened once: for the reservation, the charge, the
+email and the sales projection row, the chain that led to it (the event in its outbox, every
+delivery of it to the consumer that makes the effect, the marker that consumer claimed, the
+business rows, the remote calls and what the outside world holds) and one sentence saying why
+it happened once, or what went wrong. Pure: proof_reader.py reads the facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from services.chaos_panel.records import OutboxEvent
+
+
+@dataclass(frozen=True)
+class EffectSpec:
+    name: str
+    consumer: str
+    trigger: str
+    """The event type whose delivery makes the effect."""
+    noun: str
+    """The effect in a sentence: "the reservation"."""
+    remote: str = ""
+    """The outside world the effect reaches, if any: payment provider, mail."""
+
+
+EFFECTS = (
+    EffectSpec("Reservation", "inventory-reservation-v1", "OrderPlaced", "the reservation"),
+    EffectSpec("Charge", "payment-authorization-v1", "InventoryReserved", "the payment attempt", "payment provider"),
+    EffectSpec("Email", "notification-dispatch-v1", "PaymentAuthorized", "the email to send", "mail"),
+    EffectSpec("Sales projection row", "sales-projection-v1", "PaymentAuthorized", "the projection row"),
+)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    at: float
+    outcome: str
+    where: str
+    """topic/partition @ offset, or empty when the record does not say."""
+    found_ahead: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What was read about one order: its outbox events, what the processes told, what each
+    database holds (rows as short texts, never a payload or an address)."""
+
+    idempotency_key: str | None
+    events: list[OutboxEvent]
+    told: list[dict[str, Any]]
+    """Telemetry records for the order: deliveries and remote calls."""
+    markers: dict[tuple[str, str], datetime]
+    """(consumer, message id) -> when the marker was claimed."""
+    rows: dict[str, list[str]]
+    """Effect name -> its business rows."""
+    outside: dict[str, list[str]]
+    """Effect name -> what the outside world holds for the order (charges, messages received)."""
+
+
+@dataclass
+class EffectProof:
+    spec: EffectSpec
+    event: OutboxEvent | None
+    deliveries: list[Delivery] = field(default_factory=list)
+    marker: datetime | None = None
+    rows: list[str] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+    verdict: str = "waiting"
+    """once, waiting, none (the effect was never due), or wrong"""
+    sentence: str = ""
+
+
+def _deliveries(told: list[dict[str, Any]], consumer: str, message_id: str) -> list[Delivery]:
+    found = []
+    for record in told:
+        if record.get("kind") != "delivery" or record.get("consumer") != consumer:
+            continue
+        if record.get("message_id") != message_id:
+            continue
+        where = ""
+        if record.get("partition") is not None and record.get("offset") is not None:
+            where = f"{record.get('topic')}/{record.get('partition')} @ {record.get('offset')}"
+        found.append(
+            Delivery(float(record.get("at", 0)), str(record.get("outcome")), where, record.get("found") == "ahead")
+        )
+    return sorted(found, key=lambda d: d.at)
+
+
+def _calls(told: list[dict[str, Any]], remote: str) -> list[str]:
+    calls = [r for r in told if r.get("kind") == "remote_call" and r.get("service") == remote]
+    return [
+        f"call {r.get('call')} with Idempotency-Key {r.get('idempotency_key')}: {r.get('result')}"
+        for r in sorted(calls, key=lambda r: float(r.get("at", 0)))
+    ]
+
+
+def _sentence(proof: EffectProof) -> tuple[str, str]:
+    spec, event = proof.spec, proof.event
+    if event is None:
+        return "none", f"No {spec.name.lower()}: no {spec.trigger} was written for this order, so none was due."
+    applied = [d for d in proof.deliveries if d.outcome == "applied"]
+    copies = [d for d in proof.deliveries if d.outcome == "duplicate"]
+    if len(applied) > 1:
+        return "wrong", (
+            f"Applied {len(applied)} times: {spec.consumer} did not find its marker for a copy of "
+            f"{spec.trigger}, so {spec.noun} was made again (a teaching strategy?)."
+        )
+    if proof.marker is not None and not proof.rows:
+        return "wrong", f"Lost: {spec.consumer}'s marker for {spec.trigger} is committed, but {spec.noun} is not there."
+    if proof.rows and proof.marker is None:
+        return "wrong", (
+            f"Unguarded: {spec.noun} is there without {spec.consumer}'s marker, so a redelivery of "
+            f"{spec.trigger} would make it again."
+        )
+    if proof.marker is None:
+        return "waiting", f"Waiting: {spec.trigger} has not been applied by {spec.consumer} yet."
+    if not copies:
+        once = (
+            f"Once: one delivery of {spec.trigger} claimed {spec.consumer}'s marker in the same transaction "
+            f"as {spec.noun}; a copy would find that marker and change nothing."
+        )
+    else:
+        once = (
+            f"Once: {spec.trigger} reached {spec.consumer} {len(applied) + len(copies)} times; "
+            f"{'the first claimed' if applied else 'one claimed'} the marker in the same transaction as {spec.noun}, "
+            f"and {'the copy' if len(copies) == 1 else f'the {len(copies)} copies'} after found it and changed nothing."
+        )
+    if spec.remote and proof.calls:
+        keys = {
+            call.split("Idempotency-Key ", 1)[1].split(":", 1)[0] for call in proof.calls if "Idempotency-Key" in call
+        }
+        once += (
+            f" Its {len(proof.calls)} call{'s' if len(proof.calls) != 1 else ''} to the {spec.remote} carried "
+            f"{'one key' if len(keys) == 1 else f'{len(keys)} keys'}, so the {spec.remote} made it once."
+        )
+    return "once", once
+
+
+def build(facts: Facts) -> list[EffectProof]:
+    proofs = []
+    for spec in EFFECTS:
+        event = next((e for e in facts.events if e.event_type == spec.trigger), None)
+        proof = EffectProof(spec, event)
+        if event is not None:
+            proof.deliveries = _deliveries(facts.told, spec.consumer, event.message_id)
+            proof.marker = facts.markers.get((spec.consumer, event.message_id))
+        proof.rows = list(facts.rows.get(spec.name, []))
+        proof.outside = list(facts.outside.get(spec.name, []))
+        proof.calls = _calls(facts.told, spec.remote) if spec.remote else []
+        proof.verdict, proof.sentence = _sentence(proof)
+        proofs.append(proof)
+    return proofs
