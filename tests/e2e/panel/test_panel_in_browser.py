@@ -104,8 +104,13 @@ def test_check_then_act_under_a_duplicate_storm_turns_the_audit_red(clean: Panel
     browser.get(f"{clean.url}/")
 
     def doubled(driver: WebDriver) -> bool:
-        return "Red:" in _text_of(driver, "#audit-verdict") and any(
-            order_id in row and "inventory decides once per order" in row for row in texts_of(driver, "tr.anomaly")
+        on_the_map = driver.execute_script("return document.getElementById('map-auditor').textContent")
+        return (
+            "Red:" in _text_of(driver, "#audit-verdict")
+            and "red:" in str(on_the_map)
+            and any(
+                order_id in row and "inventory decides once per order" in row for row in texts_of(driver, "tr.anomaly")
+            )
         )
 
     _wait(browser, f"the auditor to name {order_id} as doubled", doubled)
