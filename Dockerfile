@@ -21,6 +21,7 @@ RUN uv sync --frozen --no-dev --no-editable && rm -rf effectively_once
 COPY services ./services
 COPY infra ./infra
 COPY dashboards ./dashboards
+COPY labs ./labs
 ENV PYTHONPATH=/app
 USER nobody
 

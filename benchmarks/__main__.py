@@ -15,6 +15,7 @@ from benchmarks import (
     marker_purge,
     order_latency,
     outbox_growth,
+    panel_pages,
     relay_bakeoff,
     relay_throughput,
     sustainable_rate,
@@ -49,6 +50,8 @@ def main() -> int:
     rows += table_growth.rows(markers) + outbox_growth.rows(outbox)
     growth = ["", *table_growth.describe(markers), "", *outbox_growth.describe(outbox)]
     rows += order_latency.measure()
+    print("  · the panel's pages with 10,000 orders in the system", flush=True)
+    rows += panel_pages.measure()
     window = float(os.environ.get("BENCH_SUSTAIN_WINDOW", "60"))
     print(f"  · the saga's sustainable rate: probes of {window:g} s, three configurations", flush=True)
     sustained = sustainable_rate.measure_all(window)

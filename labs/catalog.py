@@ -39,6 +39,7 @@ LABS = (
         (
             "tests/integration/test_teaching_strategies.py::test_two_simultaneous_deliveries_double_only_under_check_then_act",
         ),
+        expect="doubled",
     ),
     Lab(
         3,
@@ -48,6 +49,7 @@ LABS = (
         (
             "tests/integration/test_teaching_strategies.py::test_a_failure_between_marker_and_change_loses_or_doubles_only_with_separate_transactions",
         ),
+        expect="lost",
     ),
     Lab(
         4,
@@ -57,6 +59,7 @@ LABS = (
         (
             "tests/integration/test_teaching_strategies.py::test_a_failure_between_marker_and_change_loses_or_doubles_only_with_separate_transactions",
         ),
+        expect="doubled",
     ),
     Lab(
         5,
@@ -66,6 +69,7 @@ LABS = (
         (
             "tests/integration/test_consumer_crashes.py::test_a_crash_before_commit_loses_the_message_only_when_it_was_acknowledged_first",
         ),
+        expect="lost",
     ),
     Lab(
         6,
@@ -75,6 +79,7 @@ LABS = (
         (
             "tests/integration/test_teaching_strategies.py::test_a_redelivery_after_a_restart_doubles_only_with_in_memory_dedup",
         ),
+        expect="doubled",
     ),
     Lab(
         7,
@@ -84,6 +89,7 @@ LABS = (
         (
             "tests/integration/test_teaching_strategies.py::test_a_second_consumer_of_the_same_event_is_suppressed_only_by_a_message_id_only_key",
         ),
+        expect="lost",
     ),
     Lab(
         8,

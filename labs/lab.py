@@ -53,6 +53,9 @@ class Lab:
     """The tests that prove the behaviour this lab shows (beside this lab's own run)."""
     relay: str = "builtin"
     """The relay the system must run (`make up RELAY=…`): the lab refuses to start on the other."""
+    expect: str = "neither"
+    """What the auditor says of the lab's order once it has run: neither (nothing lost or doubled),
+    lost, or doubled. The panel's predict-then-break mode asks the learner for it first."""
 
     @property
     def doc(self) -> str:

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from labs.client import PanelClient
 from services.chaos_panel import records
 from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
 from services.chaos_panel.broker_faults import BrokerFaults
@@ -14,6 +15,7 @@ from services.chaos_panel.control_plane import ControlPlane, ProcessState
 from services.chaos_panel.health import per_database
 from services.chaos_panel.horizons import SafeHorizons
 from services.chaos_panel.injector import Injector
+from services.chaos_panel.lab_runs import LabRuns
 from services.chaos_panel.load_runner import LoadRunner
 from services.chaos_panel.security import Guard
 from services.chaos_panel.settings import PanelSettings
@@ -32,6 +34,7 @@ class Panel:
     brokers: BrokerFaults
     horizons: SafeHorizons
     cdc: CdcRelay
+    labs: LabRuns
     readers: list[TelemetryReader] = field(default_factory=list)
 
     last_verdict: tuple[float, Verdict] | None = None
@@ -85,9 +88,12 @@ def build_panel(settings: PanelSettings) -> Panel:
         }
 
     query = database_reader(lambda name: per_database(auditor_url, name))
+    guard = Guard(settings.CHAOS_PANEL_TOKEN, settings.loopback_only)
+    host = settings.CHAOS_PANEL_HOST if settings.CHAOS_PANEL_HOST not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    own_url = f"http://{f'[{host}]' if ':' in host else host}:{settings.CHAOS_PANEL_PORT}"  # labs use the API
     return Panel(
         settings=settings,
-        guard=Guard(settings.CHAOS_PANEL_TOKEN, settings.loopback_only),
+        guard=guard,
         control=control,
         injector=Injector(settings.KAFKA_BOOTSTRAP_SERVERS),
         loads=LoadRunner(settings.ORDERS_API_URL),
@@ -96,6 +102,7 @@ def build_panel(settings: PanelSettings) -> Panel:
         brokers=BrokerFaults(settings.BROKER_CONTROL_URL),
         horizons=SafeHorizons(settings.KAFKA_BOOTSTRAP_SERVERS, retentions),
         cdc=CdcRelay(settings.KAFKA_CONNECT_URL, query),
+        labs=LabRuns(lambda: PanelClient(own_url, guard.token or None)),
         readers=[TelemetryReader(settings.KAFKA_BOOTSTRAP_SERVERS, store)],
     )
 

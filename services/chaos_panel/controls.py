@@ -78,8 +78,9 @@ async def _body(request: Request) -> dict[str, Any]:
 def _answer(request: Request, ok: bool, message: str, data: dict[str, Any], status: int = 200) -> Response:
     if request.headers.get("hx-request"):
         css = "notice ok" if ok else "notice bad"
-        order = data.get("order_id") if ok else None
+        order, watch = (data.get("order_id"), data.get("watch")) if ok else (None, None)
         link = f' <a href="/orders/{quote(str(order))}" id="notice-order">Open the order</a>' if order else ""
+        link += f' <a href="{quote(str(watch))}" id="notice-lab-run">Watch it</a>' if watch else ""
         return HTMLResponse(f'<p class="{css}" role="status">{escape(message)}{link}</p>', status_code=200)
     return JSONResponse({"ok": ok, "message": message, **data}, status_code=status)
 
@@ -290,6 +291,35 @@ def router(panel: Panel) -> APIRouter:
     def connector(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Pause or resume one outbox database's Debezium connector (RELAY=debezium)."""
         return panel.cdc.act(_text(body, "database"), _text(body, "action")), {}
+
+    @action("/labs/run")
+    def run_lab(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Predict, then break: run a workshop lab after the learner said what the auditor will find."""
+        started = panel.labs.start(_text(body, "lab"), _text(body, "prediction"))
+        return (
+            f"lab {started.lab} is running; you predicted {started.prediction}",
+            {"run_id": started.id, "watch": f"/labs/runs/{started.id}"},
+        )
+
+    @api.get("/labs/runs")
+    def lab_runs() -> dict[str, Any]:
+        """Every lab run on this system: the prediction, the auditor's answer, the lab's checks."""
+        return {
+            "runs": [
+                {
+                    "id": r.id,
+                    "lab": r.lab,
+                    "prediction": r.prediction,
+                    "answer": r.answer,
+                    "right": r.right,
+                    "passed": r.passed,
+                    "finished": r.finished is not None,
+                    "order_id": r.order_id,
+                    "lines": list(r.lines),
+                }
+                for r in panel.labs.runs
+            ]
+        }
 
     @api.get("/map")
     def system_map_figures() -> dict[str, Any]:

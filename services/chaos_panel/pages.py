@@ -13,11 +13,13 @@ from fastapi.templating import Jinja2Templates
 
 from effectively_once.outcomes import Strategy
 from effectively_once.safe_horizon import duration
+from labs.catalog import BY_NAME, LABS
 from services.chaos_panel import charts, map_readings, proof, proof_reader, records, system_map, timeline
 from services.chaos_panel.context import Panel
 from services.chaos_panel.control_plane import EXECUTORS
 from services.chaos_panel.health import database_checks, kafka_check
 from services.chaos_panel.injector import POISON_KINDS
+from services.chaos_panel.lab_runs import ANSWERS
 from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token, same_origin
 from services.topology import CONSUMERS, EVENT_TOPICS, TOPIC_PARTITIONS
 
@@ -121,6 +123,31 @@ def router(panel: Panel) -> APIRouter:
             lessons=STRATEGY_LESSONS,
             executors=EXECUTORS,
         )
+
+    @pages.get("/labs", response_class=HTMLResponse)
+    def workshop_labs(request: Request) -> Response:
+        """Every lab, to run after predicting what the auditor will find."""
+        return render(request, "labs.html", labs=LABS, answers=ANSWERS, running=panel.labs.running())
+
+    @pages.get("/labs/runs", response_class=HTMLResponse)
+    def instructor(request: Request) -> Response:
+        """What each lab run on this system did: the prediction beside the auditor's answer."""
+        return render(request, "lab_runs.html", runs=list(reversed(panel.labs.runs)))
+
+    def _lab_run(request: Request, run_id: int, template: str) -> Response:
+        found = panel.labs.get(run_id)
+        if found is None:
+            raise HTTPException(404, f"no lab run {run_id}")
+        return render(request, template, run=found, lab=BY_NAME[found.lab])
+
+    @pages.get("/labs/runs/{run_id}", response_class=HTMLResponse)
+    def lab_run(request: Request, run_id: int) -> Response:
+        return _lab_run(request, run_id, "lab_run.html")
+
+    @pages.get("/fragments/lab-run/{run_id}", response_class=HTMLResponse)
+    def lab_run_progress(request: Request, run_id: int) -> Response:
+        """The run's steps so far and, once it ended, the auditor's answer beside the prediction."""
+        return _lab_run(request, run_id, "fragments/lab_run.html")
 
     @pages.get("/orders", response_class=HTMLResponse)
     def orders(request: Request) -> Response:

@@ -25,10 +25,10 @@ class PanelSettings(BaseSettings):
     PAYMENT_PROVIDER_URL: str = "http://127.0.0.1:8001"
     MAIL_URL: str = "http://127.0.0.1:8002"
     BROKER_CONTROL_URL: str = ""
+    """The Kafka nodes' control endpoint (native path): the broker faults go through it."""
     KAFKA_CONNECT_URL: str = ""
     """Kafka Connect's REST API under RELAY=debezium: the panel shows each slot and pauses or resumes
     each connector through it. Empty under the built-in relay."""
-    """The Kafka nodes' control endpoint (native path): the broker faults go through it."""
     PROMETHEUS_URL: str = ""
     """The panel draws its small live charts from here."""
     GRAFANA_URL: str = ""

@@ -88,7 +88,7 @@ def fit(text: str, width: float, per_char: float) -> str:
 class Line:
     text: str
     tone: str = ""
-    """A CSS class: applied, duplicate, failed, warn, bad, muted, mono, or none."""
+    """A CSS class (panel.css): rates, totals, applied, warn, bad, muted, mono, or none."""
 
 
 @dataclass

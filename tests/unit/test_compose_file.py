@@ -164,8 +164,16 @@ def test_both_prometheus_configurations_scrape_the_same_processes_on_the_same_po
 
 
 def test_the_image_holds_every_package_the_processes_import() -> None:
+    """Every package of this repository that the image's processes (services/, infra/) import,
+    found by reading their imports, is copied into the image."""
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
-    for package in ("effectively_once", "services", "infra", "dashboards"):
+    ours = {path.parent.name for path in PROJECT_ROOT.glob("*/__init__.py")}
+    imported = {"services", "infra"}
+    for folder in ("services", "infra"):
+        for source in (PROJECT_ROOT / folder).rglob("*.py"):
+            imported |= set(re.findall(r"^\s*(?:from|import) (\w+)", source.read_text(), re.M)) & ours
+    assert {"effectively_once", "dashboards", "labs"} <= imported
+    for package in sorted(imported):
         assert re.search(rf"^COPY {package} \./{package}$", dockerfile, re.M), package
     # The runtime goes into the image as an installed wheel, its source removed after.
     assert re.search(r"^RUN uv sync --frozen --no-dev --no-editable && rm -rf effectively_once$", dockerfile, re.M)
