@@ -17,8 +17,9 @@ def run(lab: Session) -> None:
     panel.wait_entry(order, "payment applying", delivered(PAYMENT, "InventoryReserved", "applied"))
     entries = [e for e in panel.timeline(order) if e["actor"] == PAYMENT]
     attempts = [(e["kind"], e["detail"]) for e in entries]
-    retried = attempts[:3] == [("retryable_failure", "SerializationFailure")] * 3
-    lab.check("three attempts rolled back whole, each under the same message id", retried, str(attempts[:4]))
+    where = str(attempts[0][1]).split("; ")[0] if attempts else ""  # topic/partition @ offset
+    retried = bool(where) and attempts[:3] == [("retryable_failure", f"{where}; SerializationFailure")] * 3
+    lab.check("three attempts rolled back whole, each the same delivery (same offset)", retried, str(attempts[:4]))
     lab.check(
         "the fourth attempt applied it, once",
         [k for k, _ in attempts].count("applied") == 1 and len({e["message_id"] for e in entries}) == 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 from datetime import UTC, datetime, timedelta
 
@@ -97,10 +98,12 @@ def test_forced_serialization_failures_retry_the_whole_transaction(clean: PanelS
         order_id, "inventory applying", lambda e: e["actor"] == "inventory-reservation-v1" and e["kind"] == "applied"
     )
     inventory = [(e["kind"], e["detail"]) for e in entries if e["actor"] == "inventory-reservation-v1"]
+    where = inventory[0][1].split("; ")[0]  # the one delivery, retried whole: the same partition and offset
+    assert re.fullmatch(r"orders\.events/\d+ @ \d+", where), inventory
     assert inventory[:3] == [
-        ("retryable_failure", "SerializationFailure"),
-        ("retryable_failure", "SerializationFailure"),
-        ("applied", ""),
+        ("retryable_failure", f"{where}; SerializationFailure"),
+        ("retryable_failure", f"{where}; SerializationFailure"),
+        ("applied", where),
     ], inventory
     assert clean.audit()["green"]
 
