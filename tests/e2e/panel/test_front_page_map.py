@@ -105,4 +105,7 @@ def test_a_box_for_no_such_process_is_refused_and_the_map_speaks_in_words(clean:
     wait_for(lambda: clean.state("inventory")["up"], 60, "inventory to answer (an earlier test may have crashed it)")
     page = clean.panel.get("/").text
     words = page[page.find('<desc id="map-words">') :]
-    assert words and re.search(r"inventory \((up|back)\): inventory-reservation-v1", words), words[:900]
+    boxes = {box["id"]: box for box in clean.panel.get("/api/map").json()["boxes"]}
+    inventory = boxes["consumer-inventory"]
+    assert inventory["state"] in ("up", "back") and any(line.startswith("Σ ") for line in inventory["lines"]), inventory
+    assert re.search(r"inventory \((up|back)\): ", words), words[:900]  # every box, in words, for screen readers
