@@ -146,8 +146,13 @@ def router(panel: Panel) -> APIRouter:
 
     @pages.get("/fragments/lab-run/{run_id}", response_class=HTMLResponse)
     def lab_run_progress(request: Request, run_id: int) -> Response:
-        """The run's steps so far and, once it ended, the auditor's answer beside the prediction."""
-        return _lab_run(request, run_id, "fragments/lab_run.html")
+        """The run's steps so far and, once it ended, the auditor's answer beside the prediction,
+        then with status 286: htmx stops polling, and the finished page stays as it is."""
+        response = _lab_run(request, run_id, "fragments/lab_run.html")
+        found = panel.labs.get(run_id)
+        if found is not None and found.finished is not None:
+            response.status_code = 286
+        return response
 
     @pages.get("/orders", response_class=HTMLResponse)
     def orders(request: Request) -> Response:

@@ -33,6 +33,17 @@ def _box_class(driver: WebDriver, box: str) -> str:
     return str(driver.execute_script(script, f"map-{box}"))
 
 
+def _click_box(driver: WebDriver, box: str) -> None:
+    """Click a box on the map in one script turn: htmx swaps the whole map every 2 s, so a box
+    found by the test can be replaced before the test's click reaches it (a stale reference).
+    A person's click lands on whichever box is drawn at that moment; so does this one."""
+    script = (
+        "document.getElementById(arguments[0])"
+        ".dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true, view: window}));"
+    )
+    driver.execute_script(script, f"map-{box}")
+
+
 def _duplicates(driver: WebDriver, box: str) -> int:
     found = re.search(r"Σ [\d,]+ applied · ([\d,]+) dup", _box_text(driver, box))
     return int(found.group(1).replace(",", "")) if found else -1
@@ -48,7 +59,7 @@ def test_from_the_front_page_alone_a_learner_crashes_a_consumer_and_reads_the_du
     assert {"up", "back"} & set(_box_class(browser, "consumer-inventory").split())
     restarts = clean.state("inventory")["restarts"]
 
-    browser.find_element(By.ID, "map-consumer-inventory").click()
+    _click_box(browser, "consumer-inventory")
     _wait(browser, "the inventory card", lambda d: bool(d.find_elements(By.CSS_SELECTOR, "#act #crash-after-commit")))
     browser.find_element(By.CSS_SELECTOR, "#crash-after-commit button").click()
     _wait(
