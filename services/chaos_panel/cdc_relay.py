@@ -35,6 +35,11 @@ class CdcRelay:
     def available(self) -> bool:
         return bool(self.url)
 
+    @property
+    def relay(self) -> str:
+        """The relay this system runs, as RELAY names it: debezium where a Connect worker answers."""
+        return "debezium" if self.available else "builtin"
+
     def slots(self) -> dict[str, Any]:
         """Each outbox database's slot: active, retained bytes, bytes not yet confirmed, and its
         connector's state; {"slots": [], "error": ...} when they cannot be read."""

@@ -358,7 +358,7 @@ def router(panel: Panel) -> APIRouter:
                 {"name": s.name, "up": s.up, "restarts": restarts.get(s.name, 0)} for s in control.http_states()
             ],
             "teaching": [s.name for s in panel.teaching(states)],
-            "relay": "debezium" if panel.cdc.available else "builtin",
+            "relay": panel.cdc.relay,
             "load": None
             if load is None
             else {

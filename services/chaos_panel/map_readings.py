@@ -80,6 +80,6 @@ def read(panel: Panel) -> Readings:
         parked=dict(parked),
         verdict=verdict_word,
         anomalies=anomalies,
-        relay="debezium" if panel.cdc.available else "builtin",
+        relay=panel.cdc.relay,
         **figures,
     )

@@ -134,11 +134,14 @@ def router(panel: Panel) -> APIRouter:
         """What each lab run on this system did: the prediction beside the auditor's answer."""
         return render(request, "lab_runs.html", runs=list(reversed(panel.labs.runs)))
 
-    def _lab_run(request: Request, run_id: int, template: str) -> Response:
+    def _lab_run(request: Request, run_id: int, template: str, poll: bool = False) -> Response:
         found = panel.labs.get(run_id)
         if found is None:
             raise HTTPException(404, f"no lab run {run_id}")
-        return render(request, template, run=found, lab=BY_NAME[found.lab])
+        response = render(request, template, run=found, lab=BY_NAME[found.lab])
+        if poll and found.finished is not None:
+            response.status_code = 286  # htmx stops polling: the finished page stays as it is
+        return response
 
     @pages.get("/labs/runs/{run_id}", response_class=HTMLResponse)
     def lab_run(request: Request, run_id: int) -> Response:
@@ -146,13 +149,8 @@ def router(panel: Panel) -> APIRouter:
 
     @pages.get("/fragments/lab-run/{run_id}", response_class=HTMLResponse)
     def lab_run_progress(request: Request, run_id: int) -> Response:
-        """The run's steps so far and, once it ended, the auditor's answer beside the prediction,
-        then with status 286: htmx stops polling, and the finished page stays as it is."""
-        response = _lab_run(request, run_id, "fragments/lab_run.html")
-        found = panel.labs.get(run_id)
-        if found is not None and found.finished is not None:
-            response.status_code = 286
-        return response
+        """The run's steps so far and, once it ended, the auditor's answer beside the prediction."""
+        return _lab_run(request, run_id, "fragments/lab_run.html", poll=True)
 
     @pages.get("/orders", response_class=HTMLResponse)
     def orders(request: Request) -> Response:

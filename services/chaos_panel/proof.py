@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from services.chaos_panel.records import OutboxEvent
+from services.chaos_panel.timeline import position
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class EffectProof:
     marker: datetime | None = None
     rows: list[str] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)
+    """The idempotency keys those calls carried."""
     outside: list[str] = field(default_factory=list)
     verdict: str = "waiting"
     """once, waiting, none (the effect was never due), or wrong"""
@@ -80,21 +83,17 @@ def _deliveries(told: list[dict[str, Any]], consumer: str, message_id: str) -> l
             continue
         if record.get("message_id") != message_id:
             continue
-        where = ""
-        if record.get("partition") is not None and record.get("offset") is not None:
-            where = f"{record.get('topic')}/{record.get('partition')} @ {record.get('offset')}"
         found.append(
-            Delivery(float(record.get("at", 0)), str(record.get("outcome")), where, record.get("found") == "ahead")
+            Delivery(
+                float(record.get("at", 0)), str(record.get("outcome")), position(record), record.get("found") == "ahead"
+            )
         )
     return sorted(found, key=lambda d: d.at)
 
 
-def _calls(told: list[dict[str, Any]], remote: str) -> list[str]:
+def _remote_calls(told: list[dict[str, Any]], remote: str) -> list[dict[str, Any]]:
     calls = [r for r in told if r.get("kind") == "remote_call" and r.get("service") == remote]
-    return [
-        f"call {r.get('call')} with Idempotency-Key {r.get('idempotency_key')}: {r.get('result')}"
-        for r in sorted(calls, key=lambda r: float(r.get("at", 0)))
-    ]
+    return sorted(calls, key=lambda r: float(r.get("at", 0)))
 
 
 def _sentence(proof: EffectProof) -> tuple[str, str]:
@@ -129,12 +128,9 @@ def _sentence(proof: EffectProof) -> tuple[str, str]:
             f"and {'the copy' if len(copies) == 1 else f'the {len(copies)} copies'} after found it and changed nothing."
         )
     if spec.remote and proof.calls:
-        keys = {
-            call.split("Idempotency-Key ", 1)[1].split(":", 1)[0] for call in proof.calls if "Idempotency-Key" in call
-        }
         once += (
             f" Its {len(proof.calls)} call{'s' if len(proof.calls) != 1 else ''} to the {spec.remote} carried "
-            f"{'one key' if len(keys) == 1 else f'{len(keys)} keys'}, so the {spec.remote} made it once."
+            f"{'one key' if len(proof.keys) == 1 else f'{len(proof.keys)} keys'}, so the {spec.remote} made it once."
         )
     return "once", once
 
@@ -149,7 +145,11 @@ def build(facts: Facts) -> list[EffectProof]:
             proof.marker = facts.markers.get((spec.consumer, event.message_id))
         proof.rows = list(facts.rows.get(spec.name, []))
         proof.outside = list(facts.outside.get(spec.name, []))
-        proof.calls = _calls(facts.told, spec.remote) if spec.remote else []
+        calls = _remote_calls(facts.told, spec.remote) if spec.remote else []
+        proof.calls = [
+            f"call {c.get('call')} with Idempotency-Key {c.get('idempotency_key')}: {c.get('result')}" for c in calls
+        ]
+        proof.keys = {str(c.get("idempotency_key")) for c in calls}
         proof.verdict, proof.sentence = _sentence(proof)
         proofs.append(proof)
     return proofs

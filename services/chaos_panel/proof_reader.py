@@ -11,8 +11,8 @@ from services.chaos_panel.auditor import Query
 from services.chaos_panel.proof import EFFECTS, Facts
 from services.chaos_panel.records import literal
 from services.chaos_panel.telemetry_store import TelemetryStore
+from services.topology import consumer
 
-CONSUMER_DATABASE = {"inventory": "inventory", "payment": "payment", "notification": "notification"}
 ROWS = {
     "Reservation": (
         "inventory",
@@ -55,13 +55,13 @@ def _markers(query: Query, message_ids: list[str]) -> dict[tuple[str, str], date
     ids = ", ".join(literal(message_id) for message_id in message_ids)
     consumers = ", ".join(literal(spec.consumer) for spec in EFFECTS)
     found: dict[tuple[str, str], datetime] = {}
-    for database in sorted(set(CONSUMER_DATABASE.values())):
-        for consumer, message_id, at in query(
+    for database in sorted({consumer(spec.consumer).database for spec in EFFECTS}):
+        for consumer_name, message_id, at in query(
             database,
             f"""SELECT consumer_name, message_id, processed_at FROM processed_message
                  WHERE message_id IN ({ids}) AND consumer_name IN ({consumers})""",
         ):
-            found[(str(consumer), str(message_id))] = at
+            found[(str(consumer_name), str(message_id))] = at
     return found
 
 
