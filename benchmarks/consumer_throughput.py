@@ -65,8 +65,7 @@ def database_url(settings: Settings) -> str:
     if settings.DATABASE_URL:
         url = settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + DATABASE
     with psycopg.connect(url, autocommit=True) as connection:
-        for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
-            connection.execute(migration.read_text())
+        schema.migrate(connection)
         connection.execute(SCHEMA)
     return url
 

@@ -86,6 +86,13 @@ class _Delivery:
     acknowledged: bool = False
 
 
+def _headers(message: Message) -> list[tuple[str, bytes | None]]:
+    """The record's headers as (name, bytes) pairs, in their order."""
+    found = message.headers() or []
+    pairs = found.items() if isinstance(found, dict) else found
+    return [(name, value.encode() if isinstance(value, str) else value) for name, value in pairs]
+
+
 def _key(delivery: _Delivery) -> str | bytes:
     """What orders a delivery: its event's key (the order id), else the Kafka message's key."""
     return delivery.event.key if delivery.event is not None else (delivery.message.key() or b"")
@@ -216,9 +223,11 @@ class ConsumerLoop:
                     log.warning("consumer error: %s", error, extra={"consumer": self.name})
                 continue
             try:
-                deliveries.append(_Delivery(message, decode(message.value())))
+                event = decode(message.value(), _headers(message), message.key())
+                deliveries.append(_Delivery(message, event))
             except PoisonMessage as poison:
-                deliveries.append(_Delivery(message, None, TerminalFailure(poison.reason, poison)))
+                failure = TerminalFailure(poison.reason, poison, poison.message_id)
+                deliveries.append(_Delivery(message, None, failure))
         if not deliveries:
             return
         oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
@@ -339,7 +348,7 @@ class ConsumerLoop:
         )
 
     def _dead_letter(self, processor: MessageProcessor, delivery: _Delivery, failure: TerminalFailure) -> None:
-        message_id = delivery.event.message_id if delivery.event else None
+        message_id = delivery.event.message_id if delivery.event else failure.message_id
         self.dead_letters.publish(delivery.message, failure.reason, failure.error_class, failure.error_text, message_id)
         processor.record(
             delivery.event,

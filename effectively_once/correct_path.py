@@ -2,10 +2,12 @@
 
 One transaction holds the marker and the business change, claimed with `INSERT … ON CONFLICT DO
 NOTHING`: a concurrent copy waits on the unique index until the first commits (then it is a
-duplicate) or rolls back (then it claims). A duplicate found a committed marker, so it sends
-COMMIT for its empty transaction without waiting (processor.settle reads the answer later). The
-handler runs inside the transaction on a guarded connection that refuses to end it. Only after
-COMMIT returned may the Kafka loop store an applied message's offset.
+duplicate) or rolls back (then it claims). The marker's key is (consumer, message id) and nothing
+else a copy carries. A duplicate found a committed marker: it asks how its content differs from
+the copy applied under its id (a copy with other content is a producer's bug, counted apart),
+then sends COMMIT for its empty transaction without waiting (processor.settle reads the answer
+later). The handler runs inside the transaction on a guarded connection that refuses to end it.
+Only after COMMIT returned may the Kafka loop store an applied message's offset.
 
 The processor (processor.py) adds retries, the dedup horizon and bookkeeping around this; the
 Kafka loop (consumer_loop.py) polls, decodes and acknowledges.
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import psycopg
@@ -30,17 +32,53 @@ Handler = Callable[[Envelope, Connection], None]
 BulkHandler = Callable[[Sequence[Envelope], Connection], None]
 """Optional, for batched mode: the same logic for a run of claimed events of one type, in order."""
 
-_INSERT = "INSERT INTO processed_message (consumer_name, message_id, occurred_at) "
-_LEGACY = "NOT EXISTS (SELECT FROM processed_message_legacy l WHERE l.consumer_name = {} AND l.message_id = {})"
-CLAIM = _INSERT + "VALUES (%s, %s, %s::timestamptz) ON CONFLICT DO NOTHING RETURNING message_id"  # markers by day
-CLAIM_BESIDE_LEGACY = CLAIM.replace(  # while markers from before 0005 remain: about 60 µs more a claim
-    "VALUES (%s, %s, %s::timestamptz)",
-    f"SELECT * FROM (VALUES (%s, %s, %s::timestamptz)) AS m (c, id, at) WHERE {_LEGACY.format('m.c', 'm.id')}",
-)
-CLAIM_MANY = (  # consumer, ids, their occurred_at; consulting the markers from before 0005 too
-    f"{_INSERT}SELECT k.c, m.id, m.at FROM (VALUES (%s)) AS k (c), unnest(%s::text[], %s::timestamptz[]) AS m (id, at) "
-    f"WHERE {_LEGACY.format('k.c', 'm.id')} ON CONFLICT DO NOTHING RETURNING message_id"
-)
+CLAIM = """INSERT INTO processed_message (consumer_name, message_id, id_time, content_digest)
+VALUES (%s, %s, message_id_time(%s), message_content_digest(%s::jsonb, %s::jsonb))
+ON CONFLICT DO NOTHING RETURNING message_id"""
+"""The claim. Its key is (consumer, message id): id_time is the time the id itself carries (a
+CHECK ties the two, migration 0008), and the content digest only tells a copy apart."""
+CLAIM_MANY = """INSERT INTO processed_message (consumer_name, message_id, id_time, content_digest)
+SELECT %s, m.id, message_id_time(m.id), message_content_digest(m.body::jsonb, m.delivery::jsonb)
+  FROM unnest(%s::text[], %s::text[], %s::text[]) AS m (id, body, delivery)
+ON CONFLICT DO NOTHING RETURNING message_id"""
+DIFFERENCES = """SELECT message_content_differences(content_digest, message_content_digest(%s::jsonb, %s::jsonb))
+  FROM processed_message WHERE consumer_name = %s AND message_id = %s AND id_time = message_id_time(%s)"""
+"""How a duplicate's content differs from what was applied under its id: the fields' names, none
+(a plain redelivery), or NULL for a marker that kept no digest."""
+DIFFERENCES_MANY = """SELECT m.message_id, message_content_differences(m.content_digest,
+                                                   message_content_digest(c.body::jsonb, c.delivery::jsonb))
+  FROM unnest(%s::text[], %s::text[], %s::text[]) AS c (id, body, delivery)
+  JOIN processed_message m ON m.consumer_name = %s AND m.message_id = c.id AND m.id_time = message_id_time(c.id)"""
+
+
+def claim_row(consumer_name: str, event: Envelope) -> tuple[str, str, str, str, str | None]:
+    """CLAIM's parameters for one event."""
+    body, delivery = event.content()
+    return consumer_name, event.message_id, event.message_id, body, delivery
+
+
+def contents(events: Sequence[Envelope]) -> tuple[list[str], list[str], list[str | None]]:
+    """The ids, bodies and deliveries of `events`, as CLAIM_MANY and DIFFERENCES_MANY take them."""
+    pairs = [event.content() for event in events]
+    return [event.message_id for event in events], [body for body, _ in pairs], [delivery for _, delivery in pairs]
+
+
+def differing_fields(connection: Connection, consumer_name: str, event: Envelope) -> list[str]:
+    """The fields in which `event` differs from the copy `consumer_name` applied under its id
+    (its marker must be committed); empty for a plain redelivery or a marker without a digest."""
+    body, delivery = event.content()
+    row = connection.execute(DIFFERENCES, (body, delivery, consumer_name, event.message_id, event.message_id))
+    found = row.fetchone()
+    return list(found[0] or []) if found else []
+
+
+def differing_fields_of_many(
+    connection: Connection, consumer_name: str, events: Sequence[Envelope]
+) -> dict[str, list[str]]:
+    """`differing_fields` for many events in one statement: message id -> fields, where any differ."""
+    ids, bodies, deliveries = contents(events)
+    rows = connection.execute(DIFFERENCES_MANY, (ids, bodies, deliveries, consumer_name))
+    return {message_id: list(fields) for message_id, fields in rows if fields}
 
 
 class HandlerBrokeTransaction(Exception):
@@ -56,6 +94,9 @@ class Attempt:
     claim: Callable[[Envelope], bool]  # `claim` below, for this connection, consumer and isolation level
     hit: Callable[[str], None]
     bulk_handlers: Mapping[str, BulkHandler]
+    other_content: dict[str, list[str]] = field(default_factory=dict)
+    """Duplicates whose content differs from what was applied under their id: message id -> the
+    differing fields. The path fills it; the processor takes each out as it records the outcome."""
 
 
 @contextmanager
@@ -74,16 +115,16 @@ def transaction(connection: Connection) -> Iterator[None]:
         connection.commit()
 
 
-def claim(connection: Connection, consumer_name: str, event: Envelope, begin: bytes, statement: str = CLAIM) -> bool:
+def claim(connection: Connection, consumer_name: str, event: Envelope, begin: bytes) -> bool:
     """Claim the marker: True when this transaction owns the message, False for a duplicate. First
-    in a transaction, BEGIN and `statement` go as one simple query (values escaped by libpq)."""
+    in a transaction, BEGIN and the claim go as one simple query (values escaped by libpq)."""
     pgconn = connection.pgconn
-    row = (consumer_name, event.message_id, event.occurred_at.isoformat())
+    row = claim_row(consumer_name, event)
     if pgconn.transaction_status != TransactionStatus.IDLE:
-        return connection.execute(statement, row).fetchone() is not None
+        return connection.execute(CLAIM, row).fetchone() is not None
     escape, encoding = Escaping(pgconn), connection.info.encoding
-    values = tuple(escape.escape_literal(text.encode(encoding)) for text in row)
-    result = pgconn.exec_(begin + b"; " + statement.encode() % values)
+    values = tuple(b"NULL" if text is None else escape.escape_literal(text.encode(encoding)) for text in row)
+    result = pgconn.exec_(begin + b"; " + CLAIM.encode() % values)
     if result.status != ExecStatus.TUPLES_OK:
         message = (result.error_message or b"").decode(errors="replace").strip()
         sqlstate = result.error_field(DiagnosticField.SQLSTATE)
@@ -150,8 +191,9 @@ class CorrectPath:
         with transaction(run.connection):
             run.hit("before_claim")
             if not run.claim(event):  # the marker is another's, committed: nothing here to wait for
+                outcome = _duplicate(run, event, differing_fields(run.connection, run.consumer_name, event))
                 run.connection.pgconn.send_query(b"COMMIT")  # its answer is read before the next use
-                return Outcome.DUPLICATE
+                return outcome
             run.hit("after_claim")
             call_handler(handler, event, run.connection)
             run.hit("before_commit")
@@ -162,9 +204,11 @@ class CorrectPath:
         outcomes: list[Outcome] = []
         with transaction(run.connection):
             run.hit("before_claim")
-            ids, times = [event.message_id for event in events], [event.occurred_at for event in events]
-            unclaimed = {row[0] for row in run.connection.execute(CLAIM_MANY, (run.consumer_name, ids, times))}
+            ids, bodies, deliveries = contents(events)
+            statement = (run.consumer_name, ids, bodies, deliveries)
+            unclaimed = {row[0] for row in run.connection.execute(CLAIM_MANY, statement)}
             claimed: list[tuple[Envelope, Handler]] = []
+            duplicates: list[Envelope] = []
             for event, handler in zip(events, handlers, strict=True):
                 if event.message_id in unclaimed:
                     unclaimed.discard(event.message_id)  # a second copy in the batch is a duplicate
@@ -172,10 +216,28 @@ class CorrectPath:
                     claimed.append((event, handler))
                     outcomes.append(Outcome.APPLIED)
                 else:
+                    duplicates.append(event)
                     outcomes.append(Outcome.DUPLICATE)
+            if duplicates:
+                differing = differing_fields_of_many(run.connection, run.consumer_name, duplicates)
+                outcomes = [
+                    outcome
+                    if outcome is Outcome.APPLIED
+                    else _duplicate(run, event, differing.get(event.message_id, []))
+                    for event, outcome in zip(events, outcomes, strict=True)
+                ]
             _apply_in_order(claimed, run)
             run.hit("before_commit")
         return outcomes
+
+
+def _duplicate(run: Attempt, event: Envelope, differing: list[str]) -> Outcome:
+    """A duplicate's outcome: with other content than what was applied under its id, counted
+    apart (a producer's bug), its differing fields kept for the processor's record."""
+    if not differing:
+        return Outcome.DUPLICATE
+    run.other_content[event.message_id] = differing
+    return Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT
 
 
 def _apply_in_order(claimed: Sequence[tuple[Envelope, Handler]], run: Attempt) -> None:
@@ -197,4 +259,4 @@ def _apply_in_order(claimed: Sequence[tuple[Envelope, Handler]], run: Attempt) -
 def acknowledgeable(result: object) -> bool:
     """Whether the loop may store the offset on this result alone: a committed outcome. A failure
     waits for its dead letter's confirmation; nothing else is acknowledged (it is redelivered)."""
-    return result in (Outcome.APPLIED, Outcome.DUPLICATE, Outcome.IGNORED)
+    return result in (Outcome.APPLIED, Outcome.DUPLICATE, Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT, Outcome.IGNORED)

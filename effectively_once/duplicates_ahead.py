@@ -9,6 +9,7 @@ those are duplicates without a transaction.
 Safe by construction: a committed marker was committed together with the effect, so the message
 was applied. A message not found here takes the correct path as always, and its claim decides: a
 copy in flight elsewhere, or a marker committed since this read, still ends as a duplicate there.
+The same read compares each found copy's content with the marker's digest (migration 0008).
 """
 
 from __future__ import annotations
@@ -18,22 +19,26 @@ from typing import Any
 
 import psycopg
 
+from .correct_path import contents
 from .envelope import Envelope
 
-FIND = (
-    "SELECT message_id FROM processed_message WHERE consumer_name = %s "
-    "AND (message_id, occurred_at) IN (SELECT * FROM unnest(%s::text[], %s::timestamptz[])) "
-    # the markers from before migration 0005, until retention retires their table to an empty view
-    "UNION ALL SELECT message_id FROM processed_message_legacy WHERE consumer_name = %s AND message_id = ANY(%s)"
-)
+FIND = """
+SELECT m.message_id,
+       coalesce(message_content_differences(m.content_digest, message_content_digest(c.body::jsonb, c.delivery::jsonb)),
+                '{}')
+  FROM unnest(%s::text[], %s::text[], %s::text[]) AS c (id, body, delivery)
+  JOIN processed_message m ON m.consumer_name = %s AND m.message_id = c.id AND m.id_time = message_id_time(c.id)
+"""
 
 
-def committed_markers(connection: psycopg.Connection[Any], consumer_name: str, events: Sequence[Envelope]) -> set[str]:
-    """The ids among `events` whose markers `consumer_name` has committed, in one round trip:
+def committed_markers(
+    connection: psycopg.Connection[Any], consumer_name: str, events: Sequence[Envelope]
+) -> dict[str, list[str]]:
+    """The ids among `events` whose markers `consumer_name` has committed, each with the fields in
+    which the copy differs from what was applied (empty: a plain redelivery), in one round trip:
     the read and the end of its transaction go together in a pipeline."""
-    ids = [event.message_id for event in events]
-    occurred = [event.occurred_at for event in events]
+    ids, bodies, deliveries = contents(events)
     with connection.pipeline():
-        cursor = connection.execute(FIND, (consumer_name, ids, occurred, consumer_name, ids))
+        cursor = connection.execute(FIND, (ids, bodies, deliveries, consumer_name))
         connection.commit()
-    return {row[0] for row in cursor.fetchall()}
+    return {message_id: list(fields) for message_id, fields in cursor.fetchall()}

@@ -22,6 +22,7 @@ FIELDS = (
     "partition",
     "offset",
     "fault_point",
+    "differing_fields",
 )
 
 

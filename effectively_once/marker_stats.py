@@ -16,16 +16,15 @@ log = logging.getLogger(__name__)
 
 
 READING = """
-SELECT (SELECT count(*) FROM processed_message WHERE consumer_name = %(c)s)
-       + (SELECT count(*) FROM processed_message_legacy WHERE consumer_name = %(c)s),
-       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('processed_message'))
-       + pg_total_relation_size('processed_message_legacy'),
+SELECT (SELECT count(*) FROM processed_message WHERE consumer_name = %(c)s),
+       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('processed_message')),
        coalesce(extract(epoch FROM now() - least(
-           (SELECT min(occurred_at) FROM processed_message WHERE consumer_name = %(c)s),
-           (SELECT min(processed_at) FROM processed_message_legacy WHERE consumer_name = %(c)s))), 0)
+           (SELECT min(id_time) FROM processed_message WHERE consumer_name = %(c)s AND id_time > '-infinity'),
+           (SELECT min(processed_at) FROM processed_message_untimed WHERE consumer_name = %(c)s))), 0)
 """
-"""This consumer's markers, the table's bytes (every day's partition, and the markers from before
-partitioning) and the age of its oldest marker (by its message's occurred_at, as retention goes)."""
+"""This consumer's markers, the table's bytes (every partition with its indexes) and the age of its
+oldest marker as retention counts it (the time its id carries; when it was processed, for an
+untimed id)."""
 
 
 class MarkerTableCollector(Collector):

@@ -8,6 +8,9 @@ class Outcome(StrEnum):
     """The marker was claimed and the business change committed with it."""
     DUPLICATE = "duplicate"
     """The marker already existed: this consumer had committed this message before."""
+    DUPLICATE_WITH_DIFFERENT_CONTENT = "duplicate_with_different_content"
+    """A duplicate (the marker existed, nothing was applied) whose content differs from the copy
+    applied under the same id: a producer's bug, counted apart, its differing fields logged."""
     RETRYABLE_FAILURE = "retryable_failure"
     """The attempt rolled back and will be tried again; nothing was acknowledged."""
     TERMINAL_FAILURE = "terminal_failure"
@@ -26,4 +29,5 @@ class Strategy(StrEnum):
     ACK_BEFORE_COMMIT = "ack_before_commit"
     MEMORY_DEDUP_ONLY = "memory_dedup_only"
     MESSAGE_ID_ONLY_KEY = "message_id_only_key"
+    OCCURRED_AT_IN_KEY = "occurred_at_in_key"
     NO_DEDUP = "no_dedup"

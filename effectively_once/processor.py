@@ -23,8 +23,6 @@ from psycopg.pq import ExecStatus, TransactionStatus
 
 from . import metrics
 from .correct_path import (
-    CLAIM,
-    CLAIM_BESIDE_LEGACY,
     Attempt,
     BulkHandler,
     Connection,
@@ -36,8 +34,8 @@ from .correct_path import (
 from .duplicates_ahead import committed_markers
 from .envelope import Envelope
 from .faults import FaultPoints
+from .message_ids import message_id_time
 from .outcomes import Outcome, Strategy
-from .retention import legacy_markers_remain
 from .telemetry import NoTelemetry, Telemetry
 from .typed_payload import PayloadDoesNotFit, TypedHandler
 
@@ -91,8 +89,10 @@ class NonRetryable(Exception):
 class TerminalFailure(Exception):
     """This message cannot be applied: send it to the dead-letter topic, then acknowledge it."""
 
-    def __init__(self, reason: str, error: BaseException | str) -> None:
+    def __init__(self, reason: str, error: BaseException | str, message_id: str | None = None) -> None:
         self.reason = reason
+        self.message_id = message_id
+        """The message's id where the message itself could not be decoded (poison that named one)."""
         self.error_class = type(error).__name__ if isinstance(error, BaseException) else "Refused"
         self.error_text = str(error)[:2000]
         super().__init__(f"{reason}: {self.error_class}: {self.error_text}")
@@ -135,6 +135,15 @@ class BatchResult:
 
     results: list[Outcome | TerminalFailure] = field(default_factory=list)
     retry_later: RetryLater | None = None
+
+
+def _age_of(event: Envelope) -> tuple[datetime, str]:
+    """When `event` was born, as its marker's retention counts it: the time its id carries (a
+    UUIDv7's, which no copy can change), else, for an untimed id, its occurred_at."""
+    minted = message_id_time(event.message_id)
+    if minted is not None:
+        return minted, "its id was minted at"
+    return event.occurred_at, "occurred at"
 
 
 def _is_retryable_transaction_error(error: BaseException) -> bool:
@@ -255,7 +264,13 @@ class MessageProcessor:
         if event.type in self.config.ignored_types:
             self.record(event, Outcome.IGNORED)
             return Outcome.IGNORED
-        handler = self._eligible(event)
+        try:
+            handler = self._eligible(event)
+        except TerminalFailure:
+            found = self._found_ahead([event])  # a copy of a message applied before: its id decides
+            if event.message_id in found:
+                return found[event.message_id]
+            raise
         transaction_attempts = handler_attempts = 0
         while True:
             started = time.perf_counter()
@@ -295,12 +310,14 @@ class MessageProcessor:
             except PayloadDoesNotFit as misfit:
                 raise TerminalFailure("invalid_payload", misfit) from misfit
         horizon = self.config.dedup_horizon
-        if horizon is not None and event.occurred_at < self._clock() - horizon:
-            raise TerminalFailure(
-                "beyond_dedup_horizon",
-                f"occurred at {event.occurred_at.isoformat()}, older than the {horizon} the markers "
-                "are kept: applying it could repeat an effect whose marker was purged",
-            )
+        if horizon is not None:
+            born, what = _age_of(event)
+            if born < self._clock() - horizon:
+                raise TerminalFailure(
+                    "beyond_dedup_horizon",
+                    f"{what} {born.isoformat()}, older than the {horizon} the markers are kept: "
+                    "applying it could repeat an effect whose marker was purged",
+                )
         return handler
 
     def _attempt(self) -> Attempt:
@@ -309,15 +326,15 @@ class MessageProcessor:
         settle(connection)
         if self._attempt_on is None or self._attempt_on.connection is not connection:
             self._attempt_on = self._attempt_for(connection)
+        self._attempt_on.other_content.clear()  # what an attempt rolled back had found
         return self._attempt_on
 
     def _attempt_for(self, connection: Connection) -> Attempt:
         consumer_name = self.config.consumer_name
-        statement = CLAIM_BESIDE_LEGACY if legacy_markers_remain(connection) else CLAIM
 
         def timed_claim(event: Envelope) -> bool:
             started = time.perf_counter()
-            claimed = claim(connection, consumer_name, event, self._begin, statement)
+            claimed = claim(connection, consumer_name, event, self._begin)
             self._claim_wait_seconds.observe(time.perf_counter() - started)
             return claimed
 
@@ -367,8 +384,13 @@ class MessageProcessor:
         (duplicates_ahead.py) and counted here as duplicates, so they need no transaction. Empty
         under a teaching strategy, whose path must meet every copy, or when the read fails: each
         message then takes its path as usual."""
+        return set(self._found_ahead(events))
+
+    def _found_ahead(self, events: Sequence[Envelope]) -> dict[str, Outcome]:
+        """`duplicates_ahead`, with each found message's outcome (recorded here): a duplicate, or,
+        apart with its differing fields named, a duplicate with different content."""
         if self.config.strategy is not Strategy.CORRECT or not events:
-            return set()
+            return {}
         try:
             connection = self.connection
             settle(connection)
@@ -378,13 +400,22 @@ class MessageProcessor:
             if self._connection is not None:
                 with contextlib.suppress(psycopg.Error):
                     self._connection.rollback()
-            return set()
+            return {}
+        outcomes: dict[str, Outcome] = {}
         if found:
             with self._told_together():
                 for event in events:
-                    if event.message_id in found:
-                        self.record(event, Outcome.DUPLICATE, found="ahead")
-        return found
+                    differing = found.get(event.message_id)
+                    if differing is None:
+                        continue
+                    if differing:
+                        outcome = Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT
+                        self.record(event, outcome, found="ahead", differing_fields=differing)
+                    else:
+                        outcome = Outcome.DUPLICATE
+                        self.record(event, outcome, found="ahead")
+                    outcomes[event.message_id] = outcome
+        return outcomes
 
     @contextlib.contextmanager
     def _told_together(self) -> Iterator[None]:
@@ -428,8 +459,11 @@ class MessageProcessor:
     # Bookkeeping ------------------------------------------------------------------------------
 
     def record(self, event: Envelope | None, outcome: Outcome, **fields: Any) -> None:
-        """Count an outcome and log it (with ids, never the payload)."""
+        """Count an outcome and log it (with ids, never the payload; a copy with other content
+        names its differing fields, never their values)."""
         event_type = event.type if event else "(undecodable)"
+        if outcome is Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT and event is not None and self._attempt_on is not None:
+            fields.setdefault("differing_fields", self._attempt_on.other_content.pop(event.message_id, []))
         counter = self._outcome_counters.get((event_type, outcome))
         if counter is None:
             counter = metrics.OUTCOMES.labels(

@@ -2,8 +2,9 @@
 group's oldest unacknowledged message and its oldest dead letter (safe_horizon.py weighs them).
 
 Nothing here joins the group or commits: the committed offsets are read, and single messages are
-fetched by assigning partitions. A message's age is taken from its envelope's `occurred_at` (what
-the consumer's horizon check compares), else from its Kafka timestamp.
+fetched by assigning partitions. A message's age is taken as the consumer's horizon check takes
+it: from the time its UUIDv7 id carries, else its envelope's `occurred_at`, else (an undecodable
+message) its Kafka timestamp.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType  # t
 
 from .envelope import PoisonMessage, decode
 from .kafka_client import KafkaPrincipal, client_config
+from .message_ids import message_id_time
 from .safe_horizon import OLDEST_DEAD_LETTER, OLDEST_UNACKNOWLEDGED, TOPIC_RETENTION, HorizonUnknown, Window
 
 UNLIMITED = -1
@@ -138,9 +140,11 @@ def _fetch(reader: Consumer, positions: list[TopicPartition], timeout: float) ->
 
 
 def _age(message: Message, now: datetime) -> float:
+    """As marker retention counts it: from the time the message id carries, else occurred_at."""
     try:
-        occurred = decode(message.value()).occurred_at
+        event = decode(message.value())
+        born = message_id_time(event.message_id) or event.occurred_at
     except PoisonMessage:
         _, milliseconds = message.timestamp()
-        occurred = datetime.fromtimestamp(milliseconds / 1000, UTC)
-    return max(0.0, (now - occurred).total_seconds())
+        born = datetime.fromtimestamp(milliseconds / 1000, UTC)
+    return max(0.0, (now - born).total_seconds())

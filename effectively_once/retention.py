@@ -1,14 +1,19 @@
 """Marker retention: markers older than the horizon go, never when the horizon is shorter than
 what could still be delivered again (safe_horizon.py).
 
-Markers are partitioned by the UTC day their message occurred (migration 0005). A day that ended
-before the horizon is dropped whole when it holds no other consumer's markers: no dead tuples, no
-vacuum, the bytes returned at once. Otherwise, and for the default partition and the legacy table,
-rows go in small batches, each its own short transaction that skips rows another transaction
-holds (SKIP LOCKED). Within a day not yet over, markers wait for the day to end (so they are kept
-for the horizon plus at most a day), unless the horizon is shorter than a day (a lab), when they
-go row by row. The same horizon makes the processor refuse messages older than it
-(dead-lettered as beyond the dedup horizon): their markers may be gone.
+Markers are partitioned by the UTC day their message id carries (a UUIDv7's time, migration
+0008). A day that ended before the horizon is dropped whole when it holds no other consumer's
+markers: no dead tuples, no vacuum, the bytes returned at once. Otherwise, and for the default
+partition, rows go in small batches, each its own short transaction that skips rows another
+transaction holds (SKIP LOCKED). Within a day not yet over, markers wait for the day to end (so
+they are kept for the horizon plus at most a day), unless the horizon is shorter than a day (a
+lab), when they go row by row. Markers of untimed ids (a foreign producer's) have a partition of
+their own, purged row by row by when they were processed. The same horizon makes the processor
+refuse messages older than it (dead-lettered as beyond the dedup horizon): their markers may be
+gone.
+
+The consumers' role does not own the markers: it creates and drops days through the owner's two
+SECURITY DEFINER functions (processed_message_day, processed_message_drop_day).
 
 `upkeep` creates the partitions of today and the next two days ahead of the claims that need
 them; a day without one falls into the default partition, and moves out when its day is created.
@@ -35,8 +40,10 @@ log = logging.getLogger(__name__)
 
 DAYS_AHEAD = 2
 """Day partitions made ready beyond today."""
-LOCK_TIMEOUT = "2s"
-"""How long a purge waits for a lock (dropping a day locks the table) before leaving it for the next round."""
+BUSY = -1
+"""What processed_message_drop_day answers when the table stayed locked past its lock timeout."""
+UNTIMED = "processed_message_untimed"
+"""The partition of markers whose ids carry no time, purged by processed_at."""
 
 BATCH_DELETE = """
 DELETE FROM {table}
@@ -58,7 +65,6 @@ DAYS = """
 SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
  WHERE i.inhparent = %s::regclass ORDER BY c.relname
 """
-LEGACY = "SELECT relkind = 'r' FROM pg_class WHERE oid = to_regclass('processed_message_legacy')"
 
 
 def upkeep(connection: psycopg.Connection[Any], days_ahead: int = DAYS_AHEAD) -> None:
@@ -80,18 +86,6 @@ def day_partitions(connection: psycopg.Connection[Any], parent: str = "processed
         if match:
             found.append((name, datetime.strptime(match.group(1), "%Y%m%d").replace(tzinfo=UTC).date()))
     return found
-
-
-def legacy_markers_remain(connection: psycopg.Connection[Any]) -> bool:
-    """Whether markers from before the partitioning by day (migration 0005) may remain: until
-    retention empties their table and it becomes an empty view, claims must consult it too. Once
-    it is a view it stays one, so asking once per connection is enough. Ends the transaction it
-    opens (outside autocommit)."""
-    try:
-        row = connection.execute(LEGACY).fetchone()
-    finally:
-        connection.rollback()
-    return bool(row and row[0])
 
 
 def purge_markers(
@@ -119,13 +113,11 @@ def purge_markers(
     for name, day in day_partitions(connection):
         ends = datetime.combine(day + timedelta(days=1), datetime.min.time(), UTC)
         if ends <= cutoff:
-            total += _expire_day(connection, name, consumer_name, cutoff, batch_size)
+            total += _expire_day(connection, name, day, consumer_name, cutoff, batch_size)
         elif horizon < timedelta(days=1) and ends - timedelta(days=1) < cutoff:
-            total += _in_batches(connection, name, "occurred_at", cutoff, consumer_name, batch_size)
-    total += _in_batches(connection, "processed_message_default", "occurred_at", cutoff, consumer_name, batch_size)
-    if legacy_markers_remain(connection):
-        total += _in_batches(connection, "processed_message_legacy", "processed_at", cutoff, consumer_name, batch_size)
-        _retire_legacy(connection)
+            total += _in_batches(connection, name, "id_time", cutoff, consumer_name, batch_size)
+    total += _in_batches(connection, "processed_message_default", "id_time", cutoff, consumer_name, batch_size)
+    total += _in_batches(connection, UNTIMED, "processed_at", cutoff, consumer_name, batch_size)
     return total
 
 
@@ -136,25 +128,18 @@ def _fetch(connection: psycopg.Connection[Any], query: str | sql.Composed, param
 
 
 def _expire_day(
-    connection: psycopg.Connection[Any], name: str, consumer: str | None, cutoff: datetime, batch_size: int
+    connection: psycopg.Connection[Any], name: str, day: date, consumer: str | None, cutoff: datetime, batch_size: int
 ) -> int:
     """Drop a day that ended before the horizon when no other consumer's markers are in it (their
-    horizon may be longer); else delete this consumer's rows of it in batches."""
-    table = sql.Identifier(name)
-    others = sql.SQL("SELECT EXISTS (SELECT FROM {} WHERE consumer_name < %(c)s OR consumer_name > %(c)s)")
-    if consumer is None or not _fetch(connection, others.format(table), {"c": consumer}):
-        rows = _fetch(connection, sql.SQL("SELECT count(*) FROM {}").format(table))
-        try:
-            with connection.transaction():
-                connection.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-                connection.execute("LOCK TABLE processed_message IN ACCESS EXCLUSIVE MODE")
-                if consumer is None or not _fetch(connection, others.format(table), {"c": consumer}):
-                    connection.execute(sql.SQL("DROP TABLE {}").format(table))
-                    return int(rows)
-        except psycopg.errors.LockNotAvailable:
-            log.info("the markers of %s wait for the next round: the table was busy", name)
-            return 0
-    return _in_batches(connection, name, "occurred_at", cutoff, consumer, batch_size)
+    horizon may be longer) and the table is not busy for long; else delete this consumer's rows of
+    it in batches."""
+    dropped = _fetch(connection, "SELECT processed_message_drop_day(%s, %s, %s)", (day, cutoff, consumer))
+    if dropped == BUSY:
+        log.info("the markers of %s wait for the next round: the table was busy", name)
+        return 0
+    if dropped is not None:
+        return int(dropped)
+    return _in_batches(connection, name, "id_time", cutoff, consumer, batch_size)
 
 
 def _in_batches(
@@ -168,17 +153,6 @@ def _in_batches(
         total += deleted
         if deleted < batch:
             return total
-
-
-def _retire_legacy(connection: psycopg.Connection[Any]) -> None:
-    """Once the markers from before partitioning are all gone, their table becomes an empty view."""
-    try:
-        with connection.transaction():
-            connection.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-            if _fetch(connection, "SELECT processed_message_retire_legacy()"):
-                log.info("the markers from before partitioning are all gone: their table is retired")
-    except psycopg.errors.LockNotAvailable:
-        pass  # the next round tries again
 
 
 class MarkerPurger:

@@ -28,6 +28,7 @@ from effectively_once.teaching import with_teaching_paths
 from infra.launcher.kafka_broker import ensure_topics
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import SCHEMA
+from tests.support.migration_files import apply_files
 from tests.support.outbox import new_outbox
 from tests.support.sandboxes import running
 
@@ -44,11 +45,11 @@ def runtime_db(settings: Settings) -> str:
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(RUNTIME_TESTS_DATABASE)))
     parts = urlsplit(admin_url)
     url = with_credentials(admin_url, parts.username or "postgres", parts.password or "", RUNTIME_TESTS_DATABASE)
-    with psycopg.connect(url, autocommit=True) as connection, connection.transaction():
-        connection.execute("SELECT pg_advisory_xact_lock(7301002)")
-        for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
-            connection.execute(migration.read_text())
-        connection.execute(SCHEMA)
+    with psycopg.connect(url, autocommit=True) as connection:
+        schema.migrate(connection)  # each migration once, as a service's database receives them
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.LOCK,))
+            connection.execute(SCHEMA)
     return url
 
 
@@ -112,8 +113,7 @@ def isolated_schema(runtime_db: str, *migrations: Path, as_url: bool = False) ->
     with psycopg.connect(runtime_db, autocommit=True) as connection:
         connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         connection.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(schema)))
-        for migration in migrations:
-            connection.execute(migration.read_text())
+        apply_files(connection, migrations)
     if as_url:
         return f"{runtime_db}{'&' if '?' in runtime_db else '?'}options={quote(f'-c search_path={schema}')}"
     return make_conninfo(runtime_db, options=f"-c search_path={schema}")

@@ -91,18 +91,23 @@ def test_every_kind_of_poison_is_dead_lettered_with_its_reason_and_the_consumer_
         payload={},
         occurred_at=datetime.now(UTC) - timedelta(days=400),
     )
+    mismatched = entry("order-1")
     poison = {
         "undecodable": b"\xff\xfe not json",
         "missing_message_id": json.dumps({k: v for k, v in valid.items() if k != "message_id"}).encode(),
         "unknown_type": body(type="NoSuchEvent"),
         "oversized": body(payload={"blob": "x" * MAX_BODY_BYTES}),
-        "invalid_message_id": body(message_id="evil\x00'); DROP TABLE ledger; --"),
+        "invalid_message_id": body(message_id="evil\n'); DROP TABLE ledger; --"),
         "invalid_occurred_at": body(occurred_at="yesterday"),
         "beyond_dedup_horizon": old.to_json(),
+        "message_id_mismatch": mismatched.to_json(),
     }
+    mismatch: list[tuple[str, str | bytes | None]] = [("eo-message-id", b"not-the-envelopes-id")]
     producer = Producer({**client_config(settings.kafka_bootstrap_servers), "message.max.bytes": 2 * MAX_BODY_BYTES})
-    for raw in poison.values():
-        producer.produce(topics.events, key=b"order-1", value=raw)
+    for reason, raw in poison.items():
+        producer.produce(
+            topics.events, key=b"order-1", value=raw, headers=mismatch if reason == "message_id_mismatch" else []
+        )
     last = entry("order-1")
     producer.produce(topics.events, key=b"order-1", value=last.to_json())
     assert producer.flush(30) == 0
@@ -121,6 +126,7 @@ def test_every_kind_of_poison_is_dead_lettered_with_its_reason_and_the_consumer_
         assert headers["consumer"] == name
         assert headers["error"]
     assert dead_letter_headers(reasons["beyond_dedup_horizon"])["message-id"] == old.message_id
+    assert dead_letter_headers(reasons["message_id_mismatch"])["message-id"] == mismatched.message_id
     assert ledger_rows(runtime_db, name) == 1
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta
 
 import psycopg
@@ -14,7 +12,7 @@ from effectively_once.envelope import Envelope
 from effectively_once.retention import MarkerPurger, day_partitions, purge_markers, upkeep
 from effectively_once.safe_horizon import HorizonUnknown, Verdict
 from tests.integration.conftest import isolated_schema
-from tests.support.markers import backdated_markers, marker_count
+from tests.support.markers import backdated_markers, marker_count, markers_at
 from tests.support.waiting import wait_for
 
 
@@ -25,6 +23,20 @@ def test_only_markers_past_the_horizon_are_purged_in_bounded_batches(runtime_db:
         purged = purge_markers(connection, timedelta(days=30), batch_size=100, consumer_name=name)
     assert purged == 250
     assert marker_count(runtime_db, name) == 30
+
+
+def test_markers_of_untimed_ids_are_purged_by_when_they_were_processed(runtime_db: str, name: str) -> None:
+    """Ids that carry no time (a foreign producer's) keep their markers in a partition of their own,
+    which retention purges row by row by processed_at."""
+    backdated_markers(runtime_db, name, 12, days_old=40, untimed=True)
+    fresh = backdated_markers(runtime_db, name, 3, days_old=2, untimed=True)
+    with psycopg.connect(runtime_db, autocommit=True) as connection:
+        assert purge_markers(connection, timedelta(days=30), batch_size=5, consumer_name=name) == 12
+        where = connection.execute(
+            "SELECT DISTINCT tableoid::regclass::text FROM processed_message WHERE consumer_name = %s", (name,)
+        ).fetchall()
+    assert where == [("processed_message_untimed",)]
+    assert marker_count(runtime_db, name) == len(fresh)
 
 
 def test_a_purge_records_how_far_it_went_and_never_moves_that_back(runtime_db: str, name: str) -> None:
@@ -70,7 +82,6 @@ def test_the_purger_thread_purges_expired_markers_on_its_own(runtime_db: str, na
 
 
 RUNTIME = sorted(schema.MIGRATIONS.glob("*.sql"))
-BY_DAY = schema.MIGRATIONS / "0005_markers_by_day.sql"
 
 
 def _day_partitions(url: str) -> list[date]:
@@ -79,17 +90,11 @@ def _day_partitions(url: str) -> list[date]:
 
 
 def _on_day(url: str, consumer: str, day: date, count: int) -> list[str]:
-    """`count` markers of `consumer` for messages that occurred at noon (UTC) of `day`, the day's
-    partition created first (as the upkeep would have, that day)."""
-    ids = [str(uuid.uuid4()) for _ in range(count)]
+    """`count` markers of `consumer` for messages whose ids were minted at noon (UTC) of `day`, the
+    day's partition created first (as the upkeep would have, that day)."""
     with psycopg.connect(url) as connection:
         connection.execute("SELECT processed_message_day(%s)", (day,))
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, %s)",
-                [(consumer, i, datetime.combine(day, time(12), UTC)) for i in ids],
-            )
-    return ids
+    return markers_at(url, consumer, datetime.combine(day, time(12), UTC), count)
 
 
 def test_a_day_past_the_horizon_is_dropped_whole_and_a_day_shared_loses_only_this_consumers_rows(
@@ -117,16 +122,15 @@ def test_markers_past_a_long_horizon_wait_for_their_day_to_end_and_a_labs_short_
 ) -> None:
     url = isolated_schema(runtime_db, *RUNTIME)
     now = datetime.now(UTC)
-    insert = "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, %s)"
     with psycopg.connect(url, autocommit=True) as connection:
         upkeep(connection)
         month_ago = now - timedelta(days=30, minutes=1)
         connection.execute("SELECT processed_message_day(%s)", (month_ago.date(),))
-        connection.execute(insert, (name, "past-the-horizon", month_ago))
+        markers_at(url, name, month_ago, 1)
         if month_ago.date() == (now - timedelta(days=30)).date():  # its day goes on past the horizon
             assert purge_markers(connection, timedelta(days=30), consumer_name=name) == 0
             assert marker_count(url, name) == 1, "kept until its whole day is past the horizon"
-        connection.execute(insert, (name, "ten-minutes-ago", now - timedelta(minutes=10)))
+        markers_at(url, name, now - timedelta(minutes=10), 1)
         assert purge_markers(connection, timedelta(minutes=5), consumer_name=name) == 2
     assert marker_count(url, name) == 0
 
@@ -136,7 +140,7 @@ def test_creating_a_day_moves_its_markers_out_of_the_default_partition_and_they_
 ) -> None:
     url = isolated_schema(runtime_db, *RUNTIME)
     later = datetime.now(UTC) + timedelta(days=9)  # no partition yet: the default one takes it
-    event = replace(Envelope.new("Test", "k", {}), occurred_at=later)
+    event = Envelope.new("Test", "k", {}, at=later)
     with psycopg.connect(url) as connection:
         assert claim(connection, name, event, b"BEGIN")
         connection.commit()

@@ -61,8 +61,9 @@ def test_message_round_trips_through_kafka_into_postgres_with_offset_committed_a
                 message_id = (message.value() or b"").decode()
                 with connection.transaction():
                     connection.execute(
-                        "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, now())",
-                        (consumer_name, message_id),
+                        "INSERT INTO processed_message (consumer_name, message_id, id_time) "
+                        "VALUES (%s, %s, message_id_time(%s))",
+                        (consumer_name, message_id, message_id),
                     )
                 # Acknowledge only once the transaction has committed.
                 consumer.commit(message=message, asynchronous=False)

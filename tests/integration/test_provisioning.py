@@ -51,7 +51,7 @@ def test_the_auditor_reads_every_service_table_and_writes_none(settings: Setting
         connection.execute("SELECT count(*) FROM processed_message").fetchone()
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             connection.execute(
-                "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES ('x', 'y', now())"
+                "INSERT INTO processed_message (consumer_name, message_id, id_time) VALUES ('x', 'y', '-infinity')"
             )
 
 
@@ -59,14 +59,16 @@ def test_the_marker_table_refuses_empty_and_duplicate_keys(settings: Settings) -
     url = settings.service_database_url(database("payment"))
     consumer, message = f"provisioning-test-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
     with psycopg.connect(url, autocommit=True) as connection:
-        insert = "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, '2026-12-01Z')"
-        connection.execute(insert, (consumer, message))
+        insert = (
+            "INSERT INTO processed_message (consumer_name, message_id, id_time) VALUES (%s, %s, message_id_time(%s))"
+        )
+        connection.execute(insert, (consumer, message, message))
         with pytest.raises(psycopg.errors.UniqueViolation):
-            connection.execute(insert, (consumer, message))
+            connection.execute(insert, (consumer, message, message))
         with pytest.raises(psycopg.errors.CheckViolation):
-            connection.execute(insert, (consumer, ""))
+            connection.execute(insert, (consumer, "", ""))
         with pytest.raises(psycopg.errors.CheckViolation):
-            connection.execute(insert, (consumer, "m" * 256))
+            connection.execute(insert, (consumer, "m" * 256, "m" * 256))
 
 
 def test_every_topic_exists_with_enough_partitions_and_every_consumer_has_a_dead_letter_topic(

@@ -16,6 +16,7 @@ from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services.settings import Settings
 from tests.integration.conftest import isolated_schema
+from tests.support.markers import backdated_markers
 
 
 @pytest.fixture
@@ -77,14 +78,9 @@ def test_purge_deletes_what_is_past_the_horizons_and_nothing_else(
 ) -> None:
     cli.migrate_main(["--database-url", empty_schema])
     consumer = "loyalty-points-v1"
+    for days, count in ((40, 3), (1, 2)):
+        backdated_markers(empty_schema, consumer, count, days_old=days)
     with psycopg.connect(empty_schema) as connection:
-        for days, count in ((40, 3), (1, 2)):
-            for _ in range(count):
-                connection.execute(
-                    "INSERT INTO processed_message (consumer_name, message_id, occurred_at, processed_at) "
-                    "SELECT %s, %s, at, at FROM (SELECT now() - make_interval(days => %s)) AS t (at)",
-                    (consumer, str(uuid.uuid4()), days),
-                )
         # Rows are kept until their day's turn came: three days back it has, whatever the hour.
         for hours, published in ((72, True), (2, True), (72, False)):
             event = Envelope.new("PointsAwarded", f"o-{uuid.uuid4().hex[:6]}", {})

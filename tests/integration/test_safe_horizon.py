@@ -5,7 +5,6 @@ purge refuses to run with a shorter retention, leaving every marker where it was
 from __future__ import annotations
 
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -54,7 +53,7 @@ def _publish(settings: Settings, topic: str, events: list[Envelope]) -> None:
 
 
 def _aged(hours: float, key: str = "order-1") -> Envelope:
-    return replace(Envelope.new("Step", key, {}), occurred_at=datetime.now(UTC) - timedelta(hours=hours))
+    return Envelope.new("Step", key, {}, at=datetime.now(UTC) - timedelta(hours=hours))
 
 
 def _commit(settings: Settings, group: str, topic: str, offsets: dict[int, int]) -> None:

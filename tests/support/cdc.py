@@ -78,8 +78,7 @@ def cdc_database(settings: Settings, directory: Path, heap: str = "256m") -> Ite
         )
     try:
         with psycopg.connect(url, autocommit=True) as connection:
-            for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
-                connection.execute(migration.read_text())
+            schema.migrate(connection)
             connection.execute(sql.SQL("GRANT SELECT ON outbox TO {}").format(sql.Identifier(role)))
             grant = sql.SQL("GRANT INSERT, DELETE ON outbox_cdc_heartbeat TO {}")
             connection.execute(grant.format(sql.Identifier(role)))

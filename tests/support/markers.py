@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
-import uuid
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 
+from effectively_once.message_ids import new_message_id
 
-def backdated_markers(url: str, consumer: str, count: int, days_old: int) -> list[str]:
-    """`count` markers of `consumer` for messages that occurred, and were processed, `days_old`
-    days ago; their message ids."""
-    ids = [str(uuid.uuid4()) for _ in range(count)]
+INSERT = (
+    "INSERT INTO processed_message (consumer_name, message_id, id_time, processed_at) "
+    "VALUES (%s, %s, message_id_time(%s), %s)"
+)
+"""A marker as a claim would have left it (its id's time in id_time; no content digest)."""
+
+
+def minted_at(when: datetime) -> str:
+    """A UUIDv7 message id carrying `when`."""
+    return new_message_id(int(when.timestamp() * 1_000_000) * 1000)
+
+
+def markers_at(url: str, consumer: str, when: datetime, count: int, untimed: bool = False) -> list[str]:
+    """`count` markers of `consumer` for messages minted (and processed) at `when`; with `untimed`,
+    under ids that carry no time (a foreign producer's). Their message ids."""
+    ids = [f"foreign-{minted_at(when)}" if untimed else minted_at(when) for _ in range(count)]
     with psycopg.connect(url) as connection, connection.cursor() as cursor:
-        cursor.executemany(
-            "INSERT INTO processed_message (consumer_name, message_id, occurred_at, processed_at) "
-            "SELECT %s, %s, at, at FROM (SELECT now() - make_interval(days => %s)) AS t (at)",
-            [(consumer, message_id, days_old) for message_id in ids],
-        )
+        cursor.executemany(INSERT, [(consumer, message_id, message_id, when) for message_id in ids])
     return ids
+
+
+def backdated_markers(url: str, consumer: str, count: int, days_old: int, untimed: bool = False) -> list[str]:
+    """`count` markers of `consumer` for messages minted, and processed, `days_old` days ago."""
+    return markers_at(url, consumer, datetime.now(UTC) - timedelta(days=days_old), count, untimed)
 
 
 def marker_count(url: str, consumer: str) -> int:

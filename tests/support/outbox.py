@@ -18,6 +18,7 @@ from effectively_once.relay.publish import producer_settings
 from effectively_once.relay.settings import RelaySettings
 from effectively_once.relay.worker import DatabaseRelay
 from tests.support.ledger import entry
+from tests.support.migration_files import apply_files
 
 
 def new_outbox(runtime_db: str) -> str:
@@ -27,8 +28,7 @@ def new_outbox(runtime_db: str) -> str:
     with psycopg.connect(runtime_db, autocommit=True) as connection:
         connection.execute(f"CREATE SCHEMA {name}")
         connection.execute(f"SET search_path = {name}")
-        for migration in sorted(schema.MIGRATIONS.glob("*.sql")):
-            connection.execute(migration.read_text())
+        apply_files(connection, sorted(schema.MIGRATIONS.glob("*.sql")))
     return make_conninfo(runtime_db, options=f"-c search_path={name}")
 
 

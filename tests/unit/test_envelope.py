@@ -31,7 +31,10 @@ def test_an_envelope_survives_a_round_trip() -> None:
         (_body(message_id=""), "missing_message_id"),
         (_body(message_id=42), "invalid_message_id"),
         (_body(message_id="m" * 256), "invalid_message_id"),
-        (_body(message_id="a\x00b"), "invalid_message_id"),
+        (_body(message_id="a\x00b"), "undecodable"),  # a NUL no database string can hold
+        (_body(payload={"note": "\ud800"}), "undecodable"),  # a lone surrogate, escaped
+        (_body(payload={"amount": float("nan")}), "undecodable"),  # NaN is not JSON
+        (b"[" * 5000 + b"]" * 5000, "undecodable"),  # nested past any parser's depth
         (_body(type=...), "invalid_type"),
         (_body(key="line\nbreak"), "invalid_key"),
         (_body(version=0), "invalid_version"),
@@ -58,3 +61,31 @@ def test_a_refusal_after_the_id_was_read_names_the_message() -> None:
 def test_a_hostile_but_valid_string_is_kept_as_data() -> None:
     hostile = "'); DROP TABLE processed_message; -- <script>"
     assert decode(_body(message_id=hostile)).message_id == hostile
+
+
+def test_an_escaped_surrogate_pair_and_an_escaped_backslash_are_kept() -> None:
+    raw = _body(payload={"emoji": "\U0001f600", "path": "C:\\u0000"})
+    assert decode(raw).payload == {"emoji": "\U0001f600", "path": "C:\\u0000"}
+
+
+def test_a_message_whose_header_names_another_id_is_poison_named_by_its_envelope_id() -> None:
+    event = Envelope.new("OrderPlaced", "order-1", {})
+    with pytest.raises(PoisonMessage) as refused:
+        decode(event.to_json(), [("eo-message-id", b"another-id")], b"order-1")
+    assert (refused.value.reason, refused.value.message_id) == ("message_id_mismatch", event.message_id)
+    with pytest.raises(PoisonMessage, match="message_id_mismatch"):
+        decode(event.to_json(), [("eo-message-id", event.message_id.encode()), ("eo-message-id", None)], None)
+
+
+def test_a_message_from_kafka_keeps_its_body_key_and_headers_for_its_content_digest() -> None:
+    event = Envelope.new("OrderPlaced", "order-1", {"sku": "a"})
+    headers = [("eo-message-id", event.message_id.encode()), ("x-note", None)]
+    received = decode(event.to_json(), headers, b"order-1")
+    assert received == event, "how it arrived is not part of the event's equality"
+    body, delivery = received.content()
+    assert body == event.to_json().decode()
+    assert json.loads(delivery or "") == {
+        "key": b"order-1".hex(),
+        "headers": {"eo-message-id": [event.message_id.encode().hex()], "x-note": [None]},
+    }
+    assert event.content() == (event.to_json().decode(), None), "made in process: no record"
