@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .correct_path import CLAIM, Attempt, CorrectPath, Handler, call_handler, transaction
+from .correct_path import CLAIM, Attempt, CorrectPath, Handler, call_handler, claim_row, transaction
 from .envelope import Envelope
 from .outcomes import Outcome, Strategy
 from .processor import Path
@@ -42,8 +42,7 @@ class CheckThenAct(_OneAtATime):
                 return Outcome.DUPLICATE
             run.hit("after_check")
             call_handler(handler, event, run.connection)
-            marker = (run.consumer_name, event.message_id, event.occurred_at)
-            run.connection.execute(CLAIM, marker)  # the conflict is ignored
+            run.connection.execute(CLAIM, claim_row(run.consumer_name, event))  # the conflict is ignored
             run.hit("before_commit")
         return Outcome.APPLIED
 
@@ -77,7 +76,7 @@ class MarkerAfterInSeparateTransaction(_OneAtATime):
             run.hit("before_commit")
         run.hit("between_transactions")
         with transaction(run.connection):
-            run.connection.execute(CLAIM, (run.consumer_name, event.message_id, event.occurred_at))
+            run.connection.execute(CLAIM, claim_row(run.consumer_name, event))
         return Outcome.APPLIED
 
 
@@ -97,8 +96,25 @@ class MessageIdOnlyKey(_OneAtATime):
 
     def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
         with transaction(run.connection):
-            marker = (MESSAGE_ID_ONLY_CONSUMER, event.message_id, event.occurred_at)
-            if not run.connection.execute(CLAIM, marker).fetchone():
+            if not run.connection.execute(CLAIM, claim_row(MESSAGE_ID_ONLY_CONSUMER, event)).fetchone():
+                return Outcome.DUPLICATE
+            run.hit("after_claim")
+            call_handler(handler, event, run.connection)
+            run.hit("before_commit")
+        return Outcome.APPLIED
+
+
+class OccurredAtInKey(_OneAtATime):
+    """The marker's key holds a field besides the id (the time the message occurred, as a marker
+    table partitioned by that time must): a copy with the same id and another occurred_at claims
+    a marker of its own and is applied again."""
+
+    strategy = Strategy.OCCURRED_AT_IN_KEY
+
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        with transaction(run.connection):
+            keyed = f"{run.consumer_name}@{event.occurred_at.isoformat()}"
+            if not run.connection.execute(CLAIM, claim_row(keyed, event)).fetchone():
                 return Outcome.DUPLICATE
             run.hit("after_claim")
             call_handler(handler, event, run.connection)
@@ -145,6 +161,7 @@ TEACHING_PATHS: Mapping[Strategy, Callable[[], Path]] = {
         AckBeforeCommit,
         MemoryDedupOnly,
         MessageIdOnlyKey,
+        OccurredAtInKey,
         NoDedup,
     )
 }
