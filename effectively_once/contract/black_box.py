@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 from ..envelope import Envelope
 from . import kafka
 from .process_subject import ProcessSubject
-from .running import RunningConsumer, wait_for
+from .running import ACKNOWLEDGED, RunningConsumer, wait_for
 from .scenarios import ContractViolation, NotDeclared, ScenarioOf, expect, named
 
 CRASH_EXIT_CODE = kafka.CRASH_EXIT_CODE
@@ -167,19 +168,68 @@ def serialization_failure_serializable(subject: ProcessSubject) -> None:
     _serialization_failure(subject, "SERIALIZABLE")
 
 
+EXAMPLES = 10
+"""Examples each property draws: each is a round trip through Kafka and the process."""
+COPIED_FIELDS: tuple[str, ...] | None = None
+"""The fields a copy may change (None: every one); the suite's own tests narrow it."""
+
+
+def copy_with_other_content(subject: ProcessSubject) -> None:
+    """Property: a copy of an applied message under the same id (envelope and header), with any
+    other fields changed, is counted as a duplicate with different content: one marker, one
+    effect, no new outbox row. The process runs throughout; each example publishes a message and
+    its copy."""
+    from hypothesis import Phase, given, settings
+
+    from .copies import CONTENT_FIELDS, Record, copy_changes, copy_of, fields_of
+
+    name = subject.consumer_name("copies")
+    topics = kafka.new_topics(subject.bootstrap_servers, name)
+    with RunningConsumer(subject, name, [topics.events], topics.dead_letters) as consumer:
+
+        @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.explicit, Phase.generate])
+        @given(changes=copy_changes(COPIED_FIELDS or CONTENT_FIELDS))
+        def a_copy_is_a_duplicate(changes: list[Any]) -> None:  # each example a round trip: no shrinking
+            before = consumer.outcomes()
+            event = subject.make_event(subject.key())
+            original = Record.of(event)
+            kafka.publish_records(subject.bootstrap_servers, topics.events, [original])
+            consumer.wait_acknowledged(sum(before[o] for o in ACKNOWLEDGED) + 1)
+            announced = subject.announcements_of(event.key)
+            kafka.publish_records(subject.bootstrap_servers, topics.events, [copy_of(original, changes)])
+            after = consumer.wait_acknowledged(sum(before[o] for o in ACKNOWLEDGED) + 2) - before
+            changed = sorted(fields_of(changes))
+            expect(
+                dict(after) == {"applied": 1, "duplicate_with_different_content": 1},
+                f"a message and its copy changing {changed} gave {dict(after)}",
+            )
+            markers, effects = subject.markers_of(name, event), subject.effects_of(event)
+            expect((markers, effects) == (1, 1), f"a copy changing {changed}: {markers} marker(s), {effects} effect(s)")
+            again = subject.announcements_of(event.key)
+            expect(again == announced, f"a copy changing {changed} added {again - announced} outbox row(s)")
+
+        a_copy_is_a_duplicate()
+
+
 def semantic_duplicate(subject: ProcessSubject) -> None:
+    """The same business fact under new message ids: one effect, and nothing new announced."""
     if subject.same_fact is None:
         raise NotDeclared("declare ProcessSubject.same_fact to run the semantic-duplicate scenario")
     name = subject.consumer_name("semantic")
     topics = kafka.new_topics(subject.bootstrap_servers, name)
     first = subject.make_event(subject.key())
-    again = subject.same_fact(first)
-    expect(again.message_id != first.message_id, "same_fact must give the fact a new message id")
-    kafka.publish(subject.bootstrap_servers, topics.events, [first.to_json(), again.to_json()])
+    again = [subject.same_fact(first) for _ in range(2)]
+    expect(all(copy.message_id != first.message_id for copy in again), "same_fact must give the fact a new message id")
     with RunningConsumer(subject, name, [topics.events], topics.dead_letters) as consumer:
-        consumer.wait_acknowledged(2)
+        kafka.publish(subject.bootstrap_servers, topics.events, [first.to_json()])
+        consumer.wait_acknowledged(1)
+        announced = subject.announcements_of(first.key)
+        kafka.publish(subject.bootstrap_servers, topics.events, [copy.to_json() for copy in again])
+        consumer.wait_acknowledged(3)
     effects = subject.effects_of(first)
-    expect(effects == 1, f"one business fact delivered under two ids has its effect {effects} times")
+    expect(effects == 1, f"one business fact delivered under three ids has its effect {effects} times")
+    more = subject.announcements_of(first.key) - announced
+    expect(more == 0, f"one business fact delivered under three ids announced {more} more outbox row(s)")
 
 
 def out_of_order(subject: ProcessSubject) -> None:
@@ -227,6 +277,7 @@ BLACK_BOX_SCENARIOS: tuple[BlackBoxScenario, ...] = named(
     crash_after_commit_before_ack,
     serialization_failure_repeatable_read,
     serialization_failure_serializable,
+    copy_with_other_content,
     semantic_duplicate,
     out_of_order,
     poison,

@@ -21,6 +21,7 @@ from ..dead_letters import dead_letter_headers
 from ..faults import CRASH_EXIT_CODE
 from ..kafka_client import client_config
 from ..telemetry import NoTelemetry
+from .record import Record
 
 if TYPE_CHECKING:
     from .subject import Subject
@@ -51,9 +52,14 @@ def new_topics(bootstrap_servers: str, name: str) -> Topics:
 
 def publish(bootstrap_servers: str, topic: str, values: Sequence[bytes]) -> None:
     """Publish `values` in order (the scenarios' topics have one partition), broker-confirmed."""
+    publish_records(bootstrap_servers, topic, [Record(value, None, ()) for value in values])
+
+
+def publish_records(bootstrap_servers: str, topic: str, records: Sequence[Record]) -> None:
+    """Publish whole records (value, key, headers) in order, broker-confirmed."""
     producer = Producer({**client_config(bootstrap_servers), "acks": "all", "enable.idempotence": True})
-    for value in values:
-        producer.produce(topic, value=value)
+    for record in records:
+        producer.produce(topic, value=record.value, key=record.key, headers=list(record.headers))
     if producer.flush(30) != 0:
         raise RuntimeError(f"the broker did not confirm the messages to {topic}")
 

@@ -24,7 +24,7 @@ from ..kafka_client import ENVIRONMENT_VARIABLES as KAFKA_PRINCIPAL_VARIABLES
 from .ports import free_port
 from .process_subject import ProcessSubject
 
-ACKNOWLEDGED = ("applied", "duplicate", "ignored", "terminal_failure")
+ACKNOWLEDGED = ("applied", "duplicate", "duplicate_with_different_content", "ignored", "terminal_failure")
 """The outcomes after which a delivery's offset is stored."""
 
 

@@ -1,8 +1,10 @@
-"""The scenarios: the pattern's eight, then a semantic duplicate, out-of-order delivery and poison.
+"""The scenarios: the pattern's eight, then a copy with other content, a semantic duplicate,
+out-of-order delivery and poison.
 
 Each runs the team's handlers through the runtime itself (the processor for the transaction
 scenarios, the Kafka loop and a real process for the rest) and checks the team's tables through
-`Subject.effects`.
+`Subject.effects`. The copy and the semantic duplicate are properties: Hypothesis draws the
+fields a copy changes, and how many semantic duplicates come and when.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -226,21 +229,93 @@ def serialization_failure_serializable(subject: Subject) -> None:
 
 
 def semantic_duplicate(subject: Subject) -> None:
-    """The same business fact under a new message id passes the marker: the handler's business
-    key must stop it."""
-    if subject.same_fact is None:
+    """Property: the same business fact under new message ids passes the marker; the handler's
+    business key must stop it, and it announces nothing new: however many such copies come, and
+    whenever they say they occurred, one effect and no new outbox row."""
+    same_fact = subject.same_fact
+    if same_fact is None:
         raise NotDeclared("declare Subject.same_fact to run the semantic-duplicate scenario")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
     processor = _processor(subject, subject.consumer_name("semantic"), subject.load_handlers())
-    first = subject.make_event(subject.key())
-    again = subject.same_fact(first)
-    expect(again.message_id != first.message_id, "same_fact must give the fact a new message id")
-    try:
+
+    @settings(max_examples=EXAMPLES // 2, deadline=None, database=None)
+    @given(shifts=st.lists(st.integers(-86_400, 86_400), min_size=1, max_size=3))
+    def one_decision_per_fact(shifts: list[int]) -> None:
+        first = subject.make_event(subject.key())
         processor.process(first)
-        processor.process(again)
+        announced = subject.announcements_of(first.key)
+        for shift in shifts:
+            again = same_fact(first)
+            expect(again.message_id != first.message_id, "same_fact must give the fact a new message id")
+            processor.process(replace(again, occurred_at=again.occurred_at + timedelta(seconds=shift)))
+        effects = subject.effects_of(first)
+        copies = len(shifts) + 1
+        expect(effects == 1, f"one business fact delivered under {copies} ids has its effect {effects} times")
+        more = subject.announcements_of(first.key) - announced
+        expect(more == 0, f"one business fact delivered under {copies} ids announced {more} more outbox row(s)")
+
+    try:
+        one_decision_per_fact()
     finally:
         processor.close()
-    effects = subject.effects_of(first)
-    expect(effects == 1, f"one business fact delivered under two ids has its effect {effects} times")
+
+
+EXAMPLES = 20
+"""Examples each property draws (Hypothesis's profile decides whether they are the same each run)."""
+COPIED_FIELDS: tuple[str, ...] | None = None
+"""The fields a copy may change (None: every one); the suite's own tests narrow it."""
+
+
+def copy_with_other_content(subject: Subject) -> None:
+    """Property: a copy of an applied message under the same id, with any other fields changed
+    (occurred_at, payload, type, version, key, trace id, extra envelope fields, the record's key or
+    headers), is a duplicate counted apart with exactly those fields named: one marker, one effect,
+    no new outbox row. Tried alone, in a batch, and found ahead of a run of redeliveries."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from .copies import CONTENT_FIELDS, Record, copy_changes, copy_of, fields_of
+
+    name, told = subject.consumer_name("copies"), Deliveries()
+    processor = _processor(subject, name, subject.load_handlers(), telemetry=told)
+
+    fields = COPIED_FIELDS or CONTENT_FIELDS
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None)
+    @given(changes=copy_changes(fields), path=st.sampled_from(("alone", "in a batch", "found ahead")))
+    def a_copy_is_a_duplicate(changes: list[Any], path: str) -> None:
+        event = subject.make_event(subject.key())
+        original = Record.of(event)
+        expect(processor.process(original.decoded()) is Outcome.APPLIED, "the original was not applied")
+        announced = subject.announcements_of(event.key)
+        copy = copy_of(original, changes).decoded()
+        told.told.clear()
+        if path == "alone":
+            outcome: object = processor.process(copy)
+        elif path == "in a batch":
+            outcome = processor.process_batch([copy, subject.make_event(subject.key())]).results[0]
+        elif processor.duplicates_ahead([copy]):
+            outcome = next((d.get("outcome") for d in told.told if d.get("message_id") == copy.message_id), None)
+        else:  # not found ahead: it takes its path, as in the Kafka loop
+            outcome = processor.process(copy)
+        changed = sorted(fields_of(changes))
+        expect(
+            outcome == Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT,
+            f"a copy changing {changed}, {path}, gave {outcome}, not a duplicate with different content",
+        )
+        named = [sorted(d.get("differing_fields") or []) for d in told.told if d.get("message_id") == copy.message_id]
+        expect(named == [changed], f"a copy changing {changed}, {path}, was told with differing fields {named}")
+        markers, effects = subject.markers_of(name, event), subject.effects_of(event)
+        expect((markers, effects) == (1, 1), f"a copy changing {changed}: {markers} marker(s), {effects} effect(s)")
+        again = subject.announcements_of(event.key)
+        expect(again == announced, f"a copy changing {changed} added {again - announced} outbox row(s)")
+
+    try:
+        a_copy_is_a_duplicate()
+    finally:
+        processor.close()
 
 
 def out_of_order(subject: Subject) -> None:
@@ -320,8 +395,10 @@ SCENARIOS: tuple[Scenario, ...] = named(
     crash_after_commit_before_ack,
     serialization_failure_repeatable_read,
     serialization_failure_serializable,
+    copy_with_other_content,
     semantic_duplicate,
     out_of_order,
     poison,
 )
-"""The reference's eight scenarios, then a semantic duplicate, out-of-order delivery and poison."""
+"""The reference's eight scenarios, then a copy with other content, a semantic duplicate,
+out-of-order delivery and poison."""

@@ -42,6 +42,12 @@ class Tables:
         with self.connect() as connection:
             return self.effects(connection, event)
 
+    def announcements_of(self, key: str) -> int:
+        """The events the consumer's service has written to its outbox about `key` (its aggregate)."""
+        with self.connect() as connection:
+            row = connection.execute("SELECT count(*) FROM outbox WHERE aggregate_key = %s", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
     def markers_of(self, consumer_name: str, event: Envelope) -> int:
         with self.connect() as connection:
             row = connection.execute(

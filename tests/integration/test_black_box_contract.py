@@ -7,12 +7,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
 
 import psycopg
 import pytest
 
 from effectively_once import contract, schema
-from effectively_once.contract import kafka
+from effectively_once.contract import black_box, kafka
 from effectively_once.contract.running import RunningConsumer
 from effectively_once.envelope import Envelope
 from services.settings import PROJECT_ROOT, Settings
@@ -103,13 +105,22 @@ def test_every_implementation_rewinds_its_group_and_the_redeliveries_are_duplica
 MISTAKES = (
     ("no_dedup", "sequential-duplicate", r"two deliveries gave"),
     ("message_id_only_key", "two-consumer-names", r"holds 0 markers|gave \{.*'duplicate': [12]"),
+    ("occurred_at_in_key", "copy-with-other-content", r"changing \['occurred_at'\] gave \{'applied': 2\}"),
 )
 
 
 @pytest.mark.parametrize(("strategy", "scenario_name", "violation"), MISTAKES, ids=[m[0] for m in MISTAKES])
 def test_the_black_box_suite_fails_a_consumer_that_breaks_the_pattern(
-    runtime_db: str, settings: Settings, strategy: str, scenario_name: str, violation: str
+    runtime_db: str,
+    settings: Settings,
+    strategy: str,
+    scenario_name: str,
+    violation: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The occurred_at mistake is tried with copies that move only occurred_at: the marker's key
+    holding it is what the copy property must catch."""
+    monkeypatch.setattr(black_box, "COPIED_FIELDS", ("occurred_at",))
     mistaken = contract.ProcessSubject(
         database_url=service_schema(runtime_db, "inventory", as_url=True),
         bootstrap_servers=settings.kafka_bootstrap_servers,
@@ -124,31 +135,39 @@ def test_the_black_box_suite_fails_a_consumer_that_breaks_the_pattern(
         scenario.run(mistaken)
 
 
-def test_every_implementation_counts_a_message_marked_before_the_partitioning_by_day_as_a_duplicate(
+def test_every_implementation_counts_a_message_marked_before_the_upgrade_as_a_duplicate_whatever_its_time(
     runtime_db: str, settings: Settings
 ) -> None:
-    """An upgraded database: a marker written before migration 0005 lives on in
-    processed_message_legacy, and each stack's claim consults it, so its message is not applied
-    again; a message never seen is."""
+    """An upgraded database: markers written in 0005's table (keyed with occurred_at) and in the
+    legacy table before it move into migration 0008's (keyed by message id alone), and each stack
+    counts a copy of such a message as a duplicate, with its occurred_at moved a day: nothing is
+    applied again. A message never seen is applied."""
     runtime = sorted(schema.MIGRATIONS.glob("*.sql"))
     before = [m for m in runtime if m.name < "0005"]
     own = sorted((PROJECT_ROOT / "services/inventory/migrations").glob("*.sql"))
 
     def run(subject: contract.ProcessSubject) -> None:
-        name = subject.consumer_name("legacy")
-        marked, fresh = subject.make_event(subject.key()), subject.make_event(subject.key())
+        name = subject.consumer_name("upgraded")
+        legacy, dated, fresh = (subject.make_event(subject.key()) for _ in range(3))
         with psycopg.connect(subject.database_url, autocommit=True) as connection:
             connection.execute(
-                "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)", (name, marked.message_id)
+                "INSERT INTO processed_message (consumer_name, message_id) VALUES (%s, %s)", (name, legacy.message_id)
             )
-            for migration in (m for m in runtime if m.name >= "0005"):
+            for migration in (m for m in runtime if "0005" <= m.name < "0008"):
                 connection.execute(migration.read_text())
+            connection.execute(
+                "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, %s)",
+                (name, dated.message_id, dated.occurred_at),
+            )
+            connection.execute((schema.MIGRATIONS / "0008_markers_keyed_by_message_id.sql").read_text())
+        moved = [replace(event, occurred_at=event.occurred_at + timedelta(days=1)) for event in (legacy, dated)]
         topics = kafka.new_topics(subject.bootstrap_servers, name)
-        kafka.publish(subject.bootstrap_servers, topics.events, [marked.to_json(), fresh.to_json()])
+        kafka.publish(subject.bootstrap_servers, topics.events, [e.to_json() for e in (*moved, fresh)])
         with RunningConsumer(subject, name, [topics.events], topics.dead_letters) as consumer:
-            outcomes = consumer.wait_acknowledged(2)
-        assert (outcomes["applied"], outcomes["duplicate"]) == (1, 1), dict(outcomes)
-        assert [subject.effects_of(event) for event in (marked, fresh)] == [0, 1]
+            outcomes = consumer.wait_acknowledged(3)
+        assert (outcomes["applied"], outcomes["duplicate"]) == (1, 2), dict(outcomes)
+        assert [subject.effects_of(event) for event in (legacy, dated, fresh)] == [0, 0, 1]
+        assert [subject.markers_of(name, event) for event in (legacy, dated, fresh)] == [1, 1, 1]
 
     upgraded = {
         implementation: _subject(implementation, isolated_schema(runtime_db, *before, *own, as_url=True), settings)

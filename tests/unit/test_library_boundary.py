@@ -1,5 +1,5 @@
 """The runtime is a library: nothing in `effectively_once` imports the demo or a dependency the
-distribution does not declare, and the correct path stays short enough to read alone."""
+distribution does not declare, and one message's path stays free of teaching and lab code."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ DECLARED_IMPORTS = {
     "httpx",
 }
 """The import names of the distribution's dependencies (pyproject.toml [project] dependencies)."""
+CONTRACT_EXTRA = {"hypothesis"}
+"""What the contract suite needs beyond them: the `contract` extra (pip install effectively-once[contract])."""
 
 
 def _absolute_imports(path: Path) -> set[str]:
@@ -39,8 +41,22 @@ def test_no_module_of_the_library_imports_anything_outside_it_but_its_declared_d
     modules = sorted(LIBRARY.rglob("*.py"))
     assert len(modules) > 20
     for module in modules:
-        outside = _absolute_imports(module) - sys.stdlib_module_names - DECLARED_IMPORTS - {"__future__"}
+        allowed = DECLARED_IMPORTS | (CONTRACT_EXTRA if module.parent.name == "contract" else set())
+        outside = _absolute_imports(module) - sys.stdlib_module_names - allowed - {"__future__"}
         assert not outside, f"{module.relative_to(LIBRARY)} imports {sorted(outside)}"
+
+
+def test_the_contract_suite_imports_its_extra_only_where_a_property_runs() -> None:
+    """`from effectively_once import contract` works without the extra; only the properties need it."""
+    for module in sorted((LIBRARY / "contract").glob("*.py")):
+        tree = ast.parse(module.read_text(), str(module))
+        top_level = {
+            node.module.split(".")[0] if isinstance(node, ast.ImportFrom) and node.module else ""
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom | ast.Import)
+        } | {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+        if module.name != "copies.py":  # imported by the properties themselves, when they run
+            assert not top_level & CONTRACT_EXTRA, f"{module.name} imports the contract extra at import time"
 
 
 def test_the_declared_import_names_are_the_distributions_dependencies() -> None:
@@ -50,11 +66,8 @@ def test_the_declared_import_names_are_the_distributions_dependencies() -> None:
     }
     assert names | {"psycopg_pool"} == DECLARED_IMPORTS | {"prometheus_client"}
     assert "effectively_once" in project["scripts"]["effectively-once-relay"]
-
-
-def test_the_correct_path_is_one_module_of_at_most_200_lines() -> None:
-    lines = (LIBRARY / "correct_path.py").read_text().count("\n")
-    assert lines <= 200, lines
+    extra = {dependency.split(">")[0] for dependency in project["optional-dependencies"]["contract"]}
+    assert extra == CONTRACT_EXTRA
 
 
 def test_the_library_names_no_demo_role_in_its_migrations() -> None:
