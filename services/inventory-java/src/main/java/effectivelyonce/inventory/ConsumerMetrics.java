@@ -13,7 +13,8 @@ import java.util.List;
  */
 public final class ConsumerMetrics {
   public static final List<String> OUTCOMES =
-      List.of("applied", "duplicate", "ignored", "retryable_failure", "terminal_failure");
+      List.of("applied", "duplicate", "duplicate_with_different_content", "ignored", "retryable_failure",
+          "terminal_failure");
 
   private final MeterRegistry registry;
   private final String consumer;

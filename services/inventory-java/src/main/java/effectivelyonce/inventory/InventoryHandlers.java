@@ -42,8 +42,15 @@ public class InventoryHandlers {
     Outbox.add(transaction, Envelope.create(type, orderId, payload, traceId), INVENTORY_EVENTS);
   }
 
-  /** OrderPlaced: reserve every line, or none of them and say why. A payload that does not fit
-   * the saga's contract is refused (dead letter, with the field named). */
+  /** The order's one decision, claimed before anything else (inventory migration 0002). */
+  static final String DECIDE = """
+      INSERT INTO reservation_decision (order_id, decided_by) VALUES (?, ?)
+      ON CONFLICT (order_id) DO NOTHING RETURNING order_id""";
+  static final String DECIDED = "UPDATE reservation_decision SET outcome = ?, reason = ? WHERE order_id = ?";
+
+  /** OrderPlaced: reserve every line, or none of them and say why; once per order, whatever ids its
+   * OrderPlaced comes under. A payload that does not fit the saga's contract is refused (dead
+   * letter, with the field named). */
   void reserveStock(Envelope event, JdbcTemplate transaction) {
     String orderId = event.key();
     OrderPlacedPayload order;
@@ -51,6 +58,9 @@ public class InventoryHandlers {
       order = OrderPlacedPayload.read(event.payload());
     } catch (OrderPlacedPayload.Misfit misfit) {
       throw new Handler.NonRetryable(misfit.getMessage());
+    }
+    if (transaction.queryForList(DECIDE, String.class, orderId, event.messageId()).isEmpty()) {
+      return; // decided already, under another message id: a semantic duplicate changes nothing
     }
     transaction.execute("SAVEPOINT reserve"); // a shortfall undoes only the reservations
     try {
@@ -65,7 +75,7 @@ public class InventoryHandlers {
           if (transaction.queryForList("SELECT 1 FROM stock WHERE sku = ?", Integer.class, line.sku()).isEmpty()) {
             throw new OutOfStock("unknown SKU " + line.sku());
           }
-          continue; // already reserved for this order: a semantic duplicate
+          continue; // the same SKU twice in one order: reserved with its first line
         }
         List<String> taken = transaction.queryForList("""
             UPDATE stock SET available = available - ?, reserved = reserved + ?
@@ -78,10 +88,12 @@ public class InventoryHandlers {
       transaction.execute("RELEASE SAVEPOINT reserve");
     } catch (OutOfStock shortfall) {
       transaction.execute("ROLLBACK TO SAVEPOINT reserve");
+      transaction.update(DECIDED, "refused", shortfall.getMessage(), orderId);
       emit(transaction, "InventoryReservationFailed", orderId,
           Map.of("order_id", orderId, "reason", shortfall.getMessage()), event.traceId());
       return;
     }
+    transaction.update(DECIDED, "reserved", null, orderId);
     Map<String, Object> reserved = new LinkedHashMap<>();
     reserved.put("order_id", orderId);
     reserved.put("lines", event.payload().get("lines"));

@@ -68,7 +68,7 @@ public class InventoryListener extends AbstractConsumerSeekAware {
     Envelope event = null;
     for (int attempt = 1; ; attempt++) {
       try {
-        event = Envelope.decode(record.value());
+        event = Envelope.decode(record.value(), record.key(), record.headers());
         processor.process(event);
         break;
       } catch (MessageProcessor.RetryLater lost) {

@@ -3,12 +3,14 @@ package effectivelyonce.inventory;
 import effectivelyonce.inventory.DeadLetters.TerminalFailure;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.Instant;
 import java.time.OffsetDateTime;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.dao.DataAccessException;
 import org.springframework.dao.DataAccessResourceFailureException;
 import org.springframework.stereotype.Component;
 import org.springframework.transaction.CannotCreateTransactionException;
@@ -20,8 +22,9 @@ import org.springframework.transaction.CannotCreateTransactionException;
  * SQLSTATE 40001 and 40P01 retry the whole transaction under the same message id (at most 8
  * attempts, full-jitter backoff); any other handler error is tried 3 times; a NonRetryable error,
  * a handler that ended the transaction, an unknown type or a message older than the dedup horizon
- * is a TerminalFailure (dead-lettered by the listener); a lost database session is RetryLater
- * (nothing acknowledged, the same message again).
+ * is a TerminalFailure (dead-lettered by the listener), unless the message's marker is committed
+ * already: a copy of an applied message is a duplicate whatever it carries. A lost database
+ * session is RetryLater (nothing acknowledged, the same message again).
  */
 @Component
 public class MessageProcessor {
@@ -64,17 +67,31 @@ public class MessageProcessor {
       record(event, "ignored");
       return "ignored";
     }
-    Handler handler = eligible(event);
+    Handler handler;
+    try {
+      handler = eligible(event);
+    } catch (TerminalFailure refused) {
+      MessageTransaction.Result duplicate;
+      try {
+        duplicate = transaction.committed(event); // a copy of an applied message: its id decides
+      } catch (DataAccessException unreadable) {
+        throw refused;
+      }
+      if (duplicate == null) {
+        throw refused;
+      }
+      record(event, duplicate);
+      return duplicate.outcome().label;
+    }
     int transactionAttempts = 0;
     int handlerAttempts = 0;
     while (true) {
       long started = System.nanoTime();
       try {
-        transaction.chooseClaim(); // once, outside the transaction
-        String outcome = transaction.apply(event, handler).label;
+        MessageTransaction.Result result = transaction.apply(event, handler);
         metrics.transaction(Duration.ofNanos(System.nanoTime() - started));
-        record(event, outcome);
-        return outcome;
+        record(event, result);
+        return result.outcome().label;
       } catch (Exception error) {
         metrics.rollback();
         record(event, "retryable_failure");
@@ -110,10 +127,13 @@ public class MessageProcessor {
     if (handler == null) {
       throw new TerminalFailure("unknown_type", "Refused", "no handler for event type '" + event.type() + "'");
     }
-    OffsetDateTime occurred = OffsetDateTime.parse(event.occurredAt().replace(' ', 'T'));
-    if (occurred.isBefore(OffsetDateTime.now().minus(horizon))) {
-      throw new TerminalFailure("beyond_dedup_horizon", "Refused", "occurred at " + event.occurredAt()
-          + ", older than the " + horizon + " the markers are kept: applying it could repeat an effect whose"
+    // As the markers' retention counts a message's age: from the time its id carries (a UUIDv7's,
+    // which no copy can change), else, for an untimed id, from its occurred_at.
+    Instant minted = Envelope.idTime(event.messageId());
+    Instant born = minted != null ? minted : OffsetDateTime.parse(event.occurredAt().replace(' ', 'T')).toInstant();
+    if (born.isBefore(Instant.now().minus(horizon))) {
+      throw new TerminalFailure("beyond_dedup_horizon", "Refused", (minted != null ? "its id was minted at " : "occurred at ")
+          + born + ", older than the " + horizon + " the markers are kept: applying it could repeat an effect whose"
           + " marker was purged");
     }
     return handler;
@@ -151,6 +171,15 @@ public class MessageProcessor {
     record(event, outcome, Map.of());
   }
 
+  /** A transaction's result: a copy with other content names its differing fields, never their values. */
+  private void record(Envelope event, MessageTransaction.Result result) {
+    if (result.differingFields().isEmpty()) {
+      record(event, result.outcome().label);
+    } else {
+      record(event, result.outcome().label, Map.of("differing_fields", result.differingFields()));
+    }
+  }
+
   public void record(Envelope event, String outcome, Map<String, Object> fields) {
     String eventType = event == null ? "(undecodable)" : event.type();
     metrics.count(eventType, outcome);
@@ -167,7 +196,8 @@ public class MessageProcessor {
           event == null ? null : event.messageId(), event == null ? null : event.key(), eventType,
           event == null ? null : event.traceId());
     } else {
-      log.warn("message {} message_id={} event_type={}", outcome, event == null ? null : event.messageId(), eventType);
+      log.warn("message {} message_id={} event_type={}{}", outcome, event == null ? null : event.messageId(), eventType,
+          fields.containsKey("differing_fields") ? " differing_fields=" + fields.get("differing_fields") : "");
     }
   }
 }

@@ -3,6 +3,7 @@ package effectivelyonce.inventory;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.List;
 import javax.sql.DataSource;
 import org.postgresql.core.BaseConnection;
 import org.postgresql.core.TransactionState;
@@ -21,34 +22,26 @@ import org.springframework.transaction.annotation.Transactional;
  * `this.apply(...)`, which would bypass the transaction. Every exception rolls back, checked ones
  * included (rollbackFor), since a rolled-back attempt is never acknowledged.
  *
- * The marker is claimed with INSERT … ON CONFLICT DO NOTHING: a duplicate inserts nothing and
- * commits an empty transaction; a concurrent copy waits on the unique index until the first
- * commits (then it is a duplicate, or 40001 under snapshot isolation) or rolls back.
+ * The marker is claimed with INSERT … ON CONFLICT DO NOTHING on (consumer, message id): a duplicate
+ * inserts nothing, asks how its content differs from the copy applied under its id (a copy with
+ * other content is counted apart), and commits an empty transaction; a concurrent copy waits on
+ * the unique index until the first commits (then it is a duplicate, or 40001 under snapshot
+ * isolation) or rolls back.
  */
 @Service
 public class MessageTransaction {
   /**
-   * Consumer, message id and the message's occurred_at: markers are partitioned by the day their
-   * message occurred, so the key holds it.
+   * The claim. Its key is (consumer, message id): id_time is the time the id itself carries (a
+   * CHECK ties the two, migration 0008), and the content digest only tells a copy apart.
    */
   static final String CLAIM =
-      "INSERT INTO processed_message (consumer_name, message_id, occurred_at)"
-          + " VALUES (?, ?, ?::timestamptz) ON CONFLICT DO NOTHING";
+      "INSERT INTO processed_message (consumer_name, message_id, id_time, content_digest)"
+          + " VALUES (?, ?, message_id_time(?), message_content_digest(?::jsonb, ?::jsonb)) ON CONFLICT DO NOTHING";
 
-  /**
-   * The same, while markers from before that partitioning remain in processed_message_legacy
-   * (after an upgrade, until retention empties it): about 60 µs more a claim.
-   */
-  static final String CLAIM_BESIDE_LEGACY =
-      "INSERT INTO processed_message (consumer_name, message_id, occurred_at)"
-          + " SELECT m.c, m.id, m.at FROM (VALUES (?, ?, ?::timestamptz)) AS m (c, id, at)"
-          + " WHERE NOT EXISTS (SELECT FROM processed_message_legacy l"
-          + " WHERE l.consumer_name = m.c AND l.message_id = m.id)"
-          + " ON CONFLICT DO NOTHING";
-
-  static final String LEGACY_MARKERS_REMAIN =
-      "SELECT coalesce((SELECT relkind = 'r' FROM pg_class"
-          + " WHERE oid = to_regclass('processed_message_legacy')), false)";
+  /** How a duplicate's content differs from the copy applied under its id (NULL: no digest kept). */
+  static final String DIFFERENCES =
+      "SELECT message_content_differences(content_digest, message_content_digest(?::jsonb, ?::jsonb))"
+          + " FROM processed_message WHERE consumer_name = ? AND message_id = ? AND id_time = message_id_time(?)";
 
   /** The handler ended the transaction: the message fails (dead-lettered). */
   public static final class HandlerBrokeTransaction extends RuntimeException {
@@ -59,7 +52,8 @@ public class MessageTransaction {
 
   public enum Outcome {
     APPLIED("applied"),
-    DUPLICATE("duplicate");
+    DUPLICATE("duplicate"),
+    DUPLICATE_WITH_DIFFERENT_CONTENT("duplicate_with_different_content");
 
     public final String label;
 
@@ -68,12 +62,14 @@ public class MessageTransaction {
     }
   }
 
+  /** What one attempt came to, and for a copy with other content, the fields that differ. */
+  public record Result(Outcome outcome, List<String> differingFields) {}
+
   private final JdbcTemplate jdbc;
   private final DataSource dataSource;
   private final FaultPoints faults;
   private final ConsumerMetrics metrics;
   private final String consumerName;
-  private volatile String claim;
 
   public MessageTransaction(
       JdbcTemplate jdbc, DataSource dataSource, FaultPoints faults, ConsumerMetrics metrics,
@@ -85,33 +81,39 @@ public class MessageTransaction {
     this.consumerName = settings.effectiveConsumerName();
   }
 
-  /**
-   * Choose the claim statement once, outside any transaction (the caller calls it before apply):
-   * the legacy table becomes an empty view once retention empties it, and stays one.
-   */
-  public void chooseClaim() {
-    if (claim == null) {
-      claim = Boolean.TRUE.equals(jdbc.queryForObject(LEGACY_MARKERS_REMAIN, Boolean.class))
-          ? CLAIM_BESIDE_LEGACY
-          : CLAIM;
-    }
-  }
-
   @Transactional(propagation = Propagation.REQUIRES_NEW, rollbackFor = Exception.class)
-  public Outcome apply(Envelope event, Handler handler) throws SQLException {
+  public Result apply(Envelope event, Handler handler) throws SQLException {
     faults.hit("before_claim");
     long started = System.nanoTime();
-    String statement = claim == null ? CLAIM_BESIDE_LEGACY : claim; // not chosen yet: the one always correct
-    int claimed = jdbc.update(statement, consumerName, event.messageId(), event.occurredAt());
+    int claimed = jdbc.update(CLAIM, consumerName, event.messageId(), event.messageId(), event.body(),
+        event.delivery());
     metrics.claimWait(Duration.ofNanos(System.nanoTime() - started));
-    if (claimed == 0) {
-      return Outcome.DUPLICATE; // the empty transaction commits
+    if (claimed == 0) { // the empty transaction commits
+      Result duplicate = committed(event);
+      return duplicate != null ? duplicate : new Result(Outcome.DUPLICATE, List.of());
     }
     faults.hit("after_claim");
     handler.handle(event, jdbc);
     checkStillOpen();
     faults.hit("before_commit");
-    return Outcome.APPLIED;
+    return new Result(Outcome.APPLIED, List.of());
+  }
+
+  /**
+   * A duplicate's result when this consumer's marker for `event` is committed (with the fields in
+   * which the copy differs from what was applied under its id), or null when there is none.
+   * Outside a transaction (on the bean, not through apply) it is one read of its own.
+   */
+  public Result committed(Envelope event) {
+    List<String[]> rows = jdbc.query(DIFFERENCES, (row, n) -> {
+      java.sql.Array fields = row.getArray(1);
+      return fields == null ? new String[0] : (String[]) fields.getArray();
+    }, event.body(), event.delivery(), consumerName, event.messageId(), event.messageId());
+    if (rows.isEmpty()) {
+      return null;
+    }
+    List<String> differing = List.of(rows.get(0));
+    return new Result(differing.isEmpty() ? Outcome.DUPLICATE : Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT, differing);
   }
 
   /** The server's word on the session (ReadyForQuery), as the driver last read it. */
