@@ -13,7 +13,7 @@
 import type { Admin, Consumer, EachMessagePayload } from "kafkajs";
 
 import type { DeadLetterPublisher } from "./deadLetters.js";
-import { type Envelope, PoisonMessage, decode } from "./envelope.js";
+import { type Envelope, PoisonMessage, decode, decodeRecord } from "./envelope.js";
 import type { FaultPoints } from "./faults.js";
 import { log } from "./log.js";
 import { type MessageProcessor, RetryLater, TerminalFailure } from "./processor.js";
@@ -125,7 +125,7 @@ export class ConsumerLoop {
     let event: Envelope | null = null;
     for (let attempt = 1; ; attempt += 1) {
       try {
-        event = decode(message.value);
+        event = decodeRecord(message.value, message.key, message.headers);
         await this.processor.process(event);
         break;
       } catch (error) {

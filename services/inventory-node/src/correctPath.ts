@@ -6,37 +6,54 @@
  * on it, and only then gives it back. (pool.query() would take any idle client: the claim and
  * the business change could land in different sessions, and COMMIT in a third.)
  *
- * The marker is claimed with INSERT … ON CONFLICT DO NOTHING: a duplicate inserts nothing and
- * commits an empty transaction; a concurrent copy waits on the unique index until the first
- * commits (then it is a duplicate, or 40001 under snapshot isolation) or rolls back (then it
- * claims). Only after COMMIT resolved may the consumer loop commit the Kafka offset.
+ * The marker is claimed with INSERT … ON CONFLICT DO NOTHING on (consumer, message id): a duplicate
+ * inserts nothing, asks how its content differs from the copy applied under its id (a copy with
+ * other content is counted apart) and commits an empty transaction; a concurrent copy waits on
+ * the unique index until the first commits (then it is a duplicate, or 40001 under snapshot
+ * isolation) or rolls back (then it claims). Only after COMMIT resolved may the consumer loop
+ * commit the Kafka offset.
  */
 
 import type { PoolClient, QueryResult, QueryResultRow } from "pg";
 
-import type { Envelope } from "./envelope.js";
+import { type Envelope, bodyOf } from "./envelope.js";
 
-/** Consumer, message id and the message's occurred_at: markers are partitioned by the day their
- * message occurred, so the key holds it. */
+/** The claim. Its key is (consumer, message id): id_time is the time the id itself carries (a CHECK
+ * ties the two, migration 0008), and the content digest only tells a copy apart. */
 export const CLAIM =
-  "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES ($1, $2, $3::timestamptz) " +
+  "INSERT INTO processed_message (consumer_name, message_id, id_time, content_digest) " +
+  "VALUES ($1, $2, message_id_time($2), message_content_digest($3::jsonb, $4::jsonb)) " +
   "ON CONFLICT DO NOTHING RETURNING message_id";
 
-/** The same, while markers from before that partitioning remain in processed_message_legacy
- * (after an upgrade, until retention empties it): about 60 µs more a claim. */
-export const CLAIM_BESIDE_LEGACY =
-  "INSERT INTO processed_message (consumer_name, message_id, occurred_at) " +
-  "SELECT m.c, m.id, m.at FROM (VALUES ($1::text, $2::text, $3::timestamptz)) AS m (c, id, at) " +
-  "WHERE NOT EXISTS (SELECT FROM processed_message_legacy l WHERE l.consumer_name = m.c AND l.message_id = m.id) " +
-  "ON CONFLICT DO NOTHING RETURNING message_id";
+/** How a copy's content differs from the one applied under its id (NULL: the marker kept no digest). */
+export const DIFFERENCES =
+  "SELECT message_content_differences(content_digest, message_content_digest($3::jsonb, $4::jsonb)) AS fields " +
+  "FROM processed_message WHERE consumer_name = $1 AND message_id = $2 AND id_time = message_id_time($2)";
 
-/** Whether markers from before the partitioning remain: their table becomes an empty view once
- * retention empties it, and stays one, so a process asks once. Run outside any transaction. */
-export async function legacyMarkersRemain(client: PoolClient): Promise<boolean> {
-  const result = await client.query<{ remain: boolean | null }>(
-    "SELECT relkind = 'r' AS remain FROM pg_class WHERE oid = to_regclass('processed_message_legacy')",
-  );
-  return result.rows[0]?.remain === true;
+/** A duplicate's outcome when `consumerName`'s marker for `event` is committed (a copy with other
+ * content names its differing fields), or null when there is none. */
+export async function committed(
+  client: Pick<PoolClient, "query">,
+  consumerName: string,
+  event: Envelope,
+): Promise<Result | null> {
+  const found = await client.query<{ fields: string[] | null }>(DIFFERENCES, [
+    consumerName,
+    event.messageId,
+    bodyOf(event),
+    event.delivery,
+  ]);
+  if (found.rowCount === 0) return null;
+  const differing = found.rows[0]?.fields ?? [];
+  return differing.length > 0
+    ? { outcome: "duplicate_with_different_content", differingFields: differing }
+    : { outcome: "duplicate", differingFields: [] };
+}
+
+/** What one attempt came to, and for a copy with other content, the fields that differ. */
+export interface Result {
+  outcome: "applied" | "duplicate" | "duplicate_with_different_content";
+  differingFields: string[];
 }
 
 export const ISOLATION_LEVELS = ["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"] as const;
@@ -60,8 +77,6 @@ export interface Attempt {
   client: PoolClient;
   consumerName: string;
   isolationLevel: IsolationLevel;
-  /** CLAIM, or CLAIM_BESIDE_LEGACY while legacyMarkersRemain. */
-  claim: string;
   hit: (point: string) => Promise<void>;
   onClaim: (seconds: number) => void;
 }
@@ -100,27 +115,29 @@ function guarded(client: PoolClient, status: () => Status): Transaction {
   };
 }
 
-/** One attempt at one message: "applied" or "duplicate" once COMMIT resolved; throws otherwise
+/** One attempt at one message: applied or a duplicate once COMMIT resolved; throws otherwise
  * (after ROLLBACK, or with the client broken). */
-export async function attempt(run: Attempt, event: Envelope, handler: Handler): Promise<"applied" | "duplicate"> {
+export async function attempt(run: Attempt, event: Envelope, handler: Handler): Promise<Result> {
   const { client } = run;
   const status = transactionStatus(client);
   await client.query(`BEGIN ISOLATION LEVEL ${run.isolationLevel}`);
   try {
     await run.hit("before_claim");
     const started = performance.now();
-    const claimed = await client.query(run.claim, [run.consumerName, event.messageId, event.occurredAt]);
+    const content = [bodyOf(event), event.delivery];
+    const claimed = await client.query(CLAIM, [run.consumerName, event.messageId, ...content]);
     run.onClaim((performance.now() - started) / 1000);
     if (claimed.rowCount === 0) {
+      const duplicate = await committed(client, run.consumerName, event);
       await client.query("COMMIT"); // the empty transaction
-      return "duplicate";
+      return duplicate ?? { outcome: "duplicate", differingFields: [] };
     }
     await run.hit("after_claim");
     await handler(event, guarded(client, status));
     checkStillOpen(status());
     await run.hit("before_commit");
     await client.query("COMMIT");
-    return "applied";
+    return { outcome: "applied", differingFields: [] };
   } catch (error) {
     if (status() !== "I") await client.query("ROLLBACK").catch(() => undefined);
     throw error;

@@ -47,7 +47,14 @@ export const FAULTS_FIRED = new Counter({
   labelNames: ["point"],
 });
 
-export const OUTCOME_NAMES = ["applied", "duplicate", "ignored", "retryable_failure", "terminal_failure"] as const;
+export const OUTCOME_NAMES = [
+  "applied",
+  "duplicate",
+  "duplicate_with_different_content",
+  "ignored",
+  "retryable_failure",
+  "terminal_failure",
+] as const;
 export type Outcome = (typeof OUTCOME_NAMES)[number];
 
 /** Every outcome series at zero from the start, so no dashboard panel starts empty. */

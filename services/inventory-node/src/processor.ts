@@ -10,16 +10,8 @@
 
 import type { Pool, PoolClient } from "pg";
 
-import {
-  CLAIM,
-  CLAIM_BESIDE_LEGACY,
-  type Handler,
-  HandlerBrokeTransaction,
-  type IsolationLevel,
-  attempt,
-  legacyMarkersRemain,
-} from "./correctPath.js";
-import type { Envelope } from "./envelope.js";
+import { type Handler, HandlerBrokeTransaction, type IsolationLevel, type Result, attempt, committed } from "./correctPath.js";
+import { type Envelope, idTime } from "./envelope.js";
 import type { FaultPoints } from "./faults.js";
 import { log } from "./log.js";
 import { NO_TELEMETRY, type Telemetry } from "./telemetry.js";
@@ -77,9 +69,6 @@ function connectionLost(error: unknown): boolean {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class MessageProcessor {
-  /** The claim statement, chosen at the first attempt (correctPath.ts, legacyMarkersRemain). */
-  private claim: string | undefined;
-
   constructor(
     readonly config: ProcessorConfig,
     private readonly pool: Pool,
@@ -96,16 +85,25 @@ export class MessageProcessor {
       this.record(event.type, "ignored", event);
       return "ignored";
     }
-    const handler = this.eligible(event);
+    let handler: Handler;
+    try {
+      handler = this.eligible(event);
+    } catch (refused) {
+      // A copy of a message applied before is a duplicate whatever it carries: its id decides.
+      const duplicate = await committed(this.pool, this.config.consumerName, event).catch(() => null);
+      if (duplicate === null) throw refused;
+      this.recordResult(event, duplicate);
+      return duplicate.outcome;
+    }
     let transactionAttempts = 0;
     let handlerAttempts = 0;
     for (;;) {
       const started = performance.now();
       try {
-        const outcome = await this.run(event, handler);
+        const result = await this.run(event, handler);
         TRANSACTION_SECONDS.labels(this.config.consumerName).observe((performance.now() - started) / 1000);
-        this.record(event.type, outcome, event);
-        return outcome;
+        this.recordResult(event, result);
+        return result.outcome;
       } catch (error) {
         ROLLBACKS.labels(this.config.consumerName).inc();
         this.record(event.type, "retryable_failure", event, { error_class: (error as Error)?.constructor?.name });
@@ -135,10 +133,15 @@ export class MessageProcessor {
     const handler = this.handlers.get(event.type);
     if (handler === undefined) throw new TerminalFailure("unknown_type", `no handler for event type '${event.type}'`);
     const horizon = this.config.dedupHorizonMs;
-    if (horizon !== null && Date.parse(event.occurredAt) < Date.now() - horizon) {
+    // As the markers' retention counts a message's age: from the time its id carries (a UUIDv7's,
+    // which no copy can change), else, for an untimed id, from its occurred_at.
+    const minted = idTime(event.messageId);
+    const born = minted ?? Date.parse(event.occurredAt);
+    if (horizon !== null && born < Date.now() - horizon) {
+      const what = minted !== null ? "its id was minted at" : "occurred at";
       throw new TerminalFailure(
         "beyond_dedup_horizon",
-        `occurred at ${event.occurredAt}, older than the ${horizon / 1000} s the markers are kept: ` +
+        `${what} ${new Date(born).toISOString()}, older than the ${horizon / 1000} s the markers are kept: ` +
           "applying it could repeat an effect whose marker was purged",
       );
     }
@@ -146,7 +149,7 @@ export class MessageProcessor {
   }
 
   /** One attempt on a client checked out for it alone; a client that failed is destroyed, not reused. */
-  private async run(event: Envelope, handler: Handler): Promise<"applied" | "duplicate"> {
+  private async run(event: Envelope, handler: Handler): Promise<Result> {
     let client: PoolClient;
     try {
       client = await this.pool.connect();
@@ -155,13 +158,11 @@ export class MessageProcessor {
     }
     let broken: Error | undefined;
     try {
-      this.claim ??= (await legacyMarkersRemain(client)) ? CLAIM_BESIDE_LEGACY : CLAIM;
       return await attempt(
         {
           client,
           consumerName: this.config.consumerName,
           isolationLevel: this.config.isolationLevel,
-          claim: this.claim,
           hit: (point) => this.faults.hit(point),
           onClaim: (seconds) => CLAIM_WAIT_SECONDS.labels(this.config.consumerName).observe(seconds),
         },
@@ -179,6 +180,12 @@ export class MessageProcessor {
   private async backoff(attemptNumber: number): Promise<void> {
     const ceiling = Math.min(this.config.backoffCapMs, this.config.backoffBaseMs * 2 ** attemptNumber);
     await sleep(Math.random() * ceiling);
+  }
+
+  /** A transaction's result: a copy with other content names its differing fields, never their values. */
+  private recordResult(event: Envelope, result: Result): void {
+    const fields = result.differingFields.length > 0 ? { differing_fields: result.differingFields } : {};
+    this.record(event.type, result.outcome, event, fields);
   }
 
   /** Count an outcome, tell it (telemetry) and log it (with ids, never the payload). */

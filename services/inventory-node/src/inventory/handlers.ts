@@ -36,8 +36,14 @@ async function emit(
   await addToOutbox(transaction, newEnvelope(type, orderId, payload, traceId), INVENTORY_EVENTS);
 }
 
-/** OrderPlaced: reserve every line, or none of them and say why. A payload that does not fit
- * the saga's contract is refused (dead letter, with the field named). */
+/** The order's one decision, claimed before anything else (inventory migration 0002). */
+const DECIDE = `INSERT INTO reservation_decision (order_id, decided_by) VALUES ($1, $2)
+                ON CONFLICT (order_id) DO NOTHING RETURNING order_id`;
+const DECIDED = "UPDATE reservation_decision SET outcome = $1, reason = $2 WHERE order_id = $3";
+
+/** OrderPlaced: reserve every line, or none of them and say why; once per order, whatever ids its
+ * OrderPlaced comes under. A payload that does not fit the saga's contract is refused (dead
+ * letter, with the field named). */
 export const reserveStock: Handler = async (event, transaction) => {
   const orderId = event.key;
   let order;
@@ -46,6 +52,8 @@ export const reserveStock: Handler = async (event, transaction) => {
   } catch (error) {
     throw new NonRetryable((error as Error).message);
   }
+  const decision = await transaction.query(DECIDE, [orderId, event.messageId]);
+  if (decision.rowCount === 0) return; // decided already, under another message id: a semantic duplicate changes nothing
   await transaction.query("SAVEPOINT reserve"); // a shortfall undoes only the reservations
   try {
     for (const { sku, quantity } of [...order.lines].sort(bySku)) {  // stock rows locked in one order
@@ -58,7 +66,7 @@ export const reserveStock: Handler = async (event, transaction) => {
       if (fresh.rowCount === 0) {
         const known = await transaction.query("SELECT 1 FROM stock WHERE sku = $1", [sku]);
         if (known.rowCount === 0) throw new OutOfStock(`unknown SKU ${sku}`);
-        continue; // already reserved for this order: a semantic duplicate
+        continue; // the same SKU twice in one order: reserved with its first line
       }
       const taken = await transaction.query(
         `UPDATE stock SET available = available - $1, reserved = reserved + $1
@@ -71,9 +79,11 @@ export const reserveStock: Handler = async (event, transaction) => {
   } catch (error) {
     if (!(error instanceof OutOfStock)) throw error;
     await transaction.query("ROLLBACK TO SAVEPOINT reserve");
+    await transaction.query(DECIDED, ["refused", error.message, orderId]);
     await emit(transaction, "InventoryReservationFailed", orderId, { order_id: orderId, reason: error.message }, event.traceId);
     return;
   }
+  await transaction.query(DECIDED, ["reserved", null, orderId]);
   await emit(
     transaction,
     "InventoryReserved",
