@@ -24,14 +24,22 @@ def _emit(
     )
 
 
+DECIDE = """INSERT INTO reservation_decision (order_id, decided_by) VALUES (%s, %s)
+              ON CONFLICT (order_id) DO NOTHING RETURNING order_id"""
+DECIDED = "UPDATE reservation_decision SET outcome = %s, reason = %s WHERE order_id = %s"
+
+
 def reserve_stock(event: Envelope, transaction: Connection) -> None:
-    """OrderPlaced: reserve every line, or none of them and say why. A payload that does not fit
+    """OrderPlaced: reserve every line, or none of them and say why; once per order, whatever ids
+    its OrderPlaced comes under (the decision row is claimed first). A payload that does not fit
     the contract is refused (dead letter, with the field named)."""
     order_id = event.key
     try:
         contract.read_payload(contract.OrderPlacedPayload, event.payload)
     except ValueError as error:
         raise NonRetryable(str(error)) from None
+    if transaction.execute(DECIDE, (order_id, event.message_id)).fetchone() is None:
+        return  # decided already, under another message id: a semantic duplicate changes nothing
     lines = event.payload["lines"]
     try:
         with transaction.transaction():  # a savepoint: a shortfall undoes only the reservations
@@ -47,7 +55,7 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
                     known = transaction.execute("SELECT 1 FROM stock WHERE sku = %s", (sku,)).fetchone()
                     if known is None:
                         raise OutOfStock(f"unknown SKU {sku}")
-                    continue  # already reserved for this order: a semantic duplicate
+                    continue  # the same SKU twice in one order: reserved with its first line
                 taken = transaction.execute(
                     """UPDATE stock SET available = available - %s, reserved = reserved + %s
                         WHERE sku = %s AND available >= %s RETURNING sku""",
@@ -56,6 +64,7 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
                 if taken is None:
                     raise OutOfStock(f"not enough {sku} for {quantity}")
     except OutOfStock as shortfall:
+        transaction.execute(DECIDED, ("refused", str(shortfall), order_id))
         _emit(
             transaction,
             contract.INVENTORY_RESERVATION_FAILED,
@@ -64,6 +73,7 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
             event.trace_id,
         )
         return
+    transaction.execute(DECIDED, ("reserved", None, order_id))
     _emit(
         transaction,
         contract.INVENTORY_RESERVED,
