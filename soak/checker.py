@@ -5,9 +5,11 @@ It names four kinds of anomaly, each with the order and the history lines that p
 
 - **lost**: an accepted order that never ended; an event left in its outbox; an event with no
   reaction downstream (an OrderPlaced that inventory never decided, an InventoryReserved that
-  payment never decided, a PaymentAuthorized with no notification or no projection row);
+  payment never decided, a PaymentAuthorized with no notification or no projection row); a
+  consumer's marker without its effect (the claim committed, the change it stands for absent);
 - **duplicated**: a reaction or an effect that happened more than once for one order (decisions,
-  releases, charges, emails, notifications, projection rows);
+  releases, charges, emails, notifications, projection rows), and a business fact announced twice
+  (two events of one type for one order from one service);
 - **out of order**: a consumer that claimed two events of one order from one outbox (one topic,
   so one partition) in the opposite order to the one they were written in. Events of one order
   from different services travel on different topics, which Kafka does not order between them:
@@ -41,7 +43,16 @@ REACTIONS = (
     ("OrderPlaced", ("InventoryReserved", "InventoryReservationFailed"), "inventory's decision"),
     ("InventoryReserved", ("PaymentAuthorized", "PaymentFailed"), "payment's decision"),
 )
-ONCE_PER_ORDER_LEDGERS = ("charge", "email", "notification", "projection")
+ONCE_PER_ORDER_LEDGERS = ("charge", "email", "notification", "projection", "decision")
+MARKED_EFFECTS = {
+    # (consumer, the event its marker is for) -> the ledger its effect must be in, for that order
+    ("inventory-reservation-v1", "OrderPlaced"): "decision",
+    ("payment-authorization-v1", "InventoryReserved"): "payment",
+    ("notification-dispatch-v1", "PaymentAuthorized"): "notification",
+    ("sales-projection-v1", "PaymentAuthorized"): "projection",
+}
+SAGA = "orders-saga-v1"
+"""Its effect of any event: a line of the order's history for that event type."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +142,30 @@ def _reactions(read: _Read, found: list[Anomaly]) -> None:
             for ledger in ("notification", "projection"):
                 if not read.effects.get((ledger, order_id)):
                     found.append(Anomaly(LOST, order_id, f"PaymentAuthorized and no {ledger} row", tuple(lines)))
-        if event_type in ("NotificationSent", "InventoryReleased") and len(lines) > 1:
-            found.append(Anomaly(DUPLICATED, order_id, f"{len(lines)} {event_type} events", tuple(lines)))
+        if len(lines) > 1:
+            found.append(
+                Anomaly(DUPLICATED, order_id, f"{event_type} announced {len(lines)} times (one fact)", tuple(lines))
+            )
+
+
+def _markers_with_their_effects(read: _Read, found: list[Anomaly]) -> None:
+    """A claim commits with its effect: a marker whose effect is absent lost the change."""
+    for line, claim in read.claims:
+        known = read.events.get(claim["message_id"])
+        if known is None:
+            continue
+        event_line, event = known
+        consumer, order_id, event_type = claim["consumer"], event["key"], event["event_type"]
+        if consumer == SAGA:
+            recorded = [n for n, status in read.effects.get(("history", order_id), []) if status == event_type]
+            ledger = "history"
+        elif (ledger := MARKED_EFFECTS.get((consumer, event_type), "")) != "":
+            recorded = [n for n, _ in read.effects.get((ledger, order_id), [])]
+        else:
+            continue
+        if not recorded:
+            reason = f"{consumer}'s marker for {event_type} committed, and no {ledger} row for the order"
+            found.append(Anomaly(LOST, order_id, reason, (line, event_line)))
 
 
 def _ledgers_once(read: _Read, found: list[Anomaly]) -> None:
@@ -187,7 +220,16 @@ def _compensations(read: _Read, found: list[Anomaly]) -> None:
 def check(records: Iterable[dict[str, Any]]) -> Findings:
     read = _index(records)
     found: list[Anomaly] = []
-    for rule in (_lost_orders, _events_left_behind, _reactions, _ledgers_once, _order_of_claims, _compensations):
+    rules = (
+        _lost_orders,
+        _events_left_behind,
+        _reactions,
+        _markers_with_their_effects,
+        _ledgers_once,
+        _order_of_claims,
+        _compensations,
+    )
+    for rule in rules:
         rule(read, found)
     return Findings(orders=len(read.accepted), events=len(read.events), anomalies=found)
 

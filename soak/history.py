@@ -10,8 +10,9 @@ Each line is an object with a `type`:
 - `request`: a client operation and its answer (`order_id` when accepted, `reason` when refused);
 - `event`: an outbox row (`service`, `message_id`, `key`, `event_type`, `created_at`, `published`);
 - `claim`: a consumer's marker (`consumer`, `message_id`, `at`: its transaction's start);
-- `effect`: a ledger row (`ledger`: order, reservation, payment, charge, email, notification,
-  projection; `order_id`; `status` where the ledger has one).
+- `effect`: a ledger row (`ledger`: order, history, decision, reservation, payment, charge, email,
+  notification, projection; `order_id`; `status` where the ledger has one: for the order's history,
+  the event type it recorded; for inventory's decision, reserved or refused).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ OUTBOX_DATABASES = ("orders", "inventory", "payment", "notification")
 
 LEDGERS = (
     ("order", "orders", "SELECT order_id, status FROM customer_order"),
+    ("history", "orders", "SELECT order_id, event_type FROM order_history"),
+    ("decision", "inventory", "SELECT order_id, outcome FROM reservation_decision"),
     ("reservation", "inventory", "SELECT order_id, status FROM reservation"),
     ("payment", "payment", "SELECT order_id, status FROM payment_attempt"),
     ("charge", "payment_provider", "SELECT order_id, 'charged' FROM charge"),

@@ -83,11 +83,13 @@ def audit(
     verdict = Verdict()
     _stock(query, verdict)
     _events_emitted_once(query, verdict)
+    _facts_announced_once(query, verdict)
     charges = _charges(query, verdict)
     emails = _emails(query, verdict)
     work = _pending_work(query, verdict, stuck_after)
     _orders(query, verdict, charges, emails, stuck_after, work)
     _markers_and_effects(query, verdict, stuck_after)
+    _saga_markers_and_history(query, verdict)
     _outboxes_published(query, verdict, unpublished_after)
     return verdict
 
@@ -137,6 +139,27 @@ def _events_emitted_once(query: Query, verdict: Verdict) -> None:
                 verdict.flag(
                     f"{service} decides once per order", order_id, f"{count} {' or '.join(types)} events for one order"
                 )
+
+
+ANNOUNCED = """
+SELECT aggregate_key, event_type, count(*),
+       string_agg(message_id || ' at ' || to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS'), ', '
+                  ORDER BY created_at)
+  FROM outbox GROUP BY aggregate_key, event_type HAVING count(*) > 1
+"""
+"""Two events of one type for one order in one outbox: the fact is announced twice."""
+
+
+def _facts_announced_once(query: Query, verdict: Verdict) -> None:
+    """Each service announces each business fact once: every event type happens at most once in
+    an order's saga, so a second event of one type for one order from one service is a fact decided
+    or announced again (a semantic duplicate let through, or a message applied twice)."""
+    for service in ("orders", "inventory", "payment", "notification"):
+        invariant = f"{service} announces each fact once"
+        rows = query(service, ANNOUNCED)
+        verdict.checks[invariant] = len(query(service, "SELECT DISTINCT aggregate_key, event_type FROM outbox"))
+        for order_id, event_type, count, events in rows:
+            verdict.flag(invariant, order_id, f"{count} {event_type} events: {events}")
 
 
 def _charges(query: Query, verdict: Verdict) -> Counter[str]:
@@ -245,8 +268,7 @@ def _markers_and_effects(query: Query, verdict: Verdict, lost_after: timedelta) 
     placed = _events(query, "orders", contract.ORDER_PLACED)
     reserved = _events(query, "inventory", contract.INVENTORY_RESERVED)
     authorized = _events(query, "payment", contract.PAYMENT_AUTHORIZED)
-    decided = f"""SELECT aggregate_key FROM outbox WHERE event_type IN
-        ('{contract.INVENTORY_RESERVED}', '{contract.INVENTORY_RESERVATION_FAILED}')"""
+    decided = "SELECT order_id FROM reservation_decision WHERE outcome IS NOT NULL"
     pairs = (
         ("inventory", "inventory-reservation-v1", placed, decided),
         ("payment", "payment-authorization-v1", reserved, "SELECT order_id FROM payment_attempt"),
@@ -257,13 +279,14 @@ def _markers_and_effects(query: Query, verdict: Verdict, lost_after: timedelta) 
         marked, effects, purged_through = _markers_with_effects(query, service, consumer, effects_sql)
         invariant = f"{consumer}: every marker has its effect and every effect its marker"
         verdict.checks[invariant] = len(events)
-        orders_marked = {events[m][0] for m in marked if m in events}
+        orders_marked = {events[m][0]: m for m in marked if m in events}
         retained = {
             order_id for order_id, written in events.values() if purged_through is None or written >= purged_through
         }
-        for order_id in sorted(orders_marked - effects):
-            verdict.flag(invariant, order_id, "marker committed, business effect missing")
-        for order_id in sorted((effects & retained) - orders_marked):
+        for order_id in sorted(set(orders_marked) - effects):
+            evidence = f"marker committed for message {orders_marked[order_id]}, business effect missing"
+            verdict.flag(invariant, order_id, evidence)
+        for order_id in sorted((effects & retained) - set(orders_marked)):
             verdict.flag(invariant, order_id, "business effect committed, marker missing")
         reached = f"{consumer}: every event reaches its effect"
         verdict.checks[reached] = len(events)
@@ -282,8 +305,6 @@ def _markers_with_effects(
         service,
         f"""SELECT 'marker', message_id::text, NULL::timestamptz FROM processed_message
              WHERE consumer_name = '{consumer}'
-            UNION ALL SELECT 'marker', message_id, NULL FROM processed_message_legacy
-             WHERE consumer_name = '{consumer}'
             UNION ALL SELECT 'effect', effect::text, NULL FROM ({effects_sql}) AS effects (effect)
             UNION ALL SELECT 'purged', NULL, purged_through FROM marker_retention WHERE consumer_name = '{consumer}'""",
     )
@@ -291,6 +312,35 @@ def _markers_with_effects(
     effects = {row[1] for row in rows if row[0] == "effect"}
     purged = [row[2] for row in rows if row[0] == "purged"]
     return marked, effects, purged[0] if purged else None
+
+
+SAGA = "orders-saga-v1"
+SAGA_READING = f"""
+SELECT 'marker', message_id, NULL FROM processed_message WHERE consumer_name = '{SAGA}'
+UNION ALL SELECT 'history', order_id, event_type FROM order_history
+"""
+"""The saga's markers and the order histories it writes, in one statement (one snapshot)."""
+
+
+def _saga_markers_and_history(query: Query, verdict: Verdict) -> None:
+    """The saga's effect of an event is its line in the order's history: a marker for an event
+    (still in its outbox) whose order has no history line of that type lost the change."""
+    events: dict[str, tuple[str, str]] = {}
+    for service in ("orders", "inventory", "payment", "notification"):
+        for message_id, order_id, event_type in query(
+            service, "SELECT message_id, aggregate_key, event_type FROM outbox"
+        ):
+            events[message_id] = (order_id, event_type)
+    rows = query("orders", SAGA_READING)
+    recorded = {(row[1], row[2]) for row in rows if row[0] == "history"}
+    marked = [row[1] for row in rows if row[0] == "marker" and row[1] in events]
+    invariant = f"{SAGA}: every marker has its effect"
+    verdict.checks[invariant] = len(marked)
+    for message_id in marked:
+        order_id, event_type = events[message_id]
+        if (order_id, event_type) not in recorded:
+            evidence = f"marker committed for {event_type} {message_id}, and the order's history has no {event_type}"
+            verdict.flag(invariant, order_id, evidence)
 
 
 def _outboxes_published(query: Query, verdict: Verdict, after: timedelta) -> None:

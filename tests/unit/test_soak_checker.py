@@ -41,6 +41,8 @@ def _history(outcomes: list[str]) -> list[dict[str, Any]]:
         )
         for consumer in consumers:
             lines.append({"type": "claim", "consumer": consumer, "message_id": message_id, "at": at()})
+            if consumer == "orders-saga-v1":
+                effect("history", order, event_type)
 
     def effect(ledger: str, order: str, status: str) -> None:
         lines.append({"type": "effect", "ledger": ledger, "order_id": order, "status": status})
@@ -49,6 +51,7 @@ def _history(outcomes: list[str]) -> list[dict[str, Any]]:
         order = f"order-{number}"
         lines.append({"type": "request", "op": "place_order", "answer": "ok", "order_id": order})
         event("orders", order, "OrderPlaced", "inventory-reservation-v1")
+        effect("decision", order, "refused" if outcome == "REJECTED" else "reserved")
         if outcome == "REJECTED":
             event("inventory", order, "InventoryReservationFailed", "orders-saga-v1")
         else:
@@ -185,3 +188,25 @@ def test_events_of_different_outboxes_may_be_claimed_in_either_order(drawn: list
     ]
     claims[0]["at"], claims[-1]["at"] = claims[-1]["at"], claims[0]["at"]
     assert check(lines).clean
+
+
+@given(outcomes, st.sampled_from(["InventoryReserved", "PaymentAuthorized", "NotificationSent", "OrderPlaced"]))
+def test_a_business_fact_announced_twice_is_named_duplicated_with_both_events(drawn: list[str], fact: str) -> None:
+    """A semantic duplicate that was announced again: a second event of one type for one order."""
+    lines = _history(drawn)
+    order = _order_of(lines, "CONFIRMED")
+    first = next(line for line in lines if line.get("key") == order and line.get("event_type") == fact)
+    found = check([*lines, {**first, "message_id": "announced-again"}]).of_kind(DUPLICATED)
+    [named] = [anomaly for anomaly in found if "announced" in anomaly.reason]
+    assert (named.order_id, named.reason) == (order, f"{fact} announced 2 times (one fact)")
+    assert len(named.lines) == 2
+
+
+@given(outcomes, st.sampled_from(["decision", "payment", "notification", "projection", "history"]))
+def test_a_marker_without_its_effect_is_named_lost_with_the_claim(drawn: list[str], ledger: str) -> None:
+    lines = _history(drawn)
+    order = _order_of(lines, "CONFIRMED")
+    dropped = [line for line in lines if not (line.get("ledger") == ledger and line.get("order_id") == order)]
+    found = [a for a in check(dropped).of_kind(LOST) if "marker" in a.reason and a.order_id == order]
+    assert found, f"removing the order's {ledger} rows went unnamed"
+    assert all(f"no {ledger} row" in anomaly.reason and len(anomaly.lines) == 2 for anomaly in found)
