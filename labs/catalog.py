@@ -17,6 +17,7 @@ from labs.scenarios import (
     provider_timeout,
     relay_crash,
     retention_horizon,
+    same_id_another_time,
     serialization_failures,
     stopped_connector,
 )
@@ -168,6 +169,17 @@ LABS = (
             "tests/integration/test_alert_rules.py::test_a_slot_that_keeps_growing_fires_its_alert_and_an_idle_one_does_not",
         ),
         relay="debezium",
+    ),
+    Lab(
+        16,
+        "same-id-another-time",
+        "The same id, another timestamp",
+        same_id_another_time.run,
+        (
+            "tests/integration/test_contract_suite.py::test_the_inventory_consumer_keeps_the_runtime_contract",
+            "tests/integration/test_message_identity.py::test_the_copy_property_fails_a_consumer_whose_marker_key_holds_occurred_at",
+            "tests/integration/test_marker_migration.py::test_every_message_applied_before_the_migration_is_a_duplicate_after_it_whatever_its_occurred_at",
+        ),
     ),
 )
 

@@ -14,7 +14,14 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-COUNTED_OUTCOMES = ("applied", "duplicate", "retryable_failure", "terminal_failure", "ignored")
+COUNTED_OUTCOMES = (
+    "applied",
+    "duplicate",
+    "duplicate_with_different_content",
+    "retryable_failure",
+    "terminal_failure",
+    "ignored",
+)
 
 
 class ControlError(Exception):

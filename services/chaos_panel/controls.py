@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from services.chaos_panel import map_readings, proof, proof_reader, records, system_map
 from services.chaos_panel.context import Panel
 from services.chaos_panel.control_plane import ControlError
-from services.chaos_panel.injector import InjectionError
+from services.chaos_panel.injector import COPY_CHANGES, InjectionError
 from services.topology import EVENT_TOPICS, TOPIC_PARTITIONS
 
 Action = Callable[[dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]] | tuple[str, dict[str, Any]]]
@@ -187,6 +187,21 @@ def router(panel: Panel) -> APIRouter:
         return (
             f"sent {copies} cop{'y' if copies == 1 else 'ies'} of {event.event_type} {message_id} to {sent.topic} "
             f"(partitions {', '.join(map(str, sent.partitions))})",
+            {"order_id": event.key, "topic": sent.topic, "partitions": sent.partitions},
+        )
+
+    @action("/copy")
+    def copy_with_change(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """One copy of an event under its message id, with one field changed: a producer's bug."""
+        message_id, change = _text(body, "message_id"), _text(body, "change")
+        seconds = _number(body, "seconds", 86_400, -1e9, 1e9)
+        event = records.event(panel.query, message_id)
+        if event is None:
+            raise BadInput(f"no outbox row has message id {message_id}")
+        sent = injector.copy_with_change(event, change, seconds)
+        return (
+            f"sent a copy of {event.event_type} {message_id} with {COPY_CHANGES.get(change, change)} to {sent.topic}:"
+            " every consumer that applied it should count a duplicate with different content",
             {"order_id": event.key, "topic": sent.topic, "partitions": sent.partitions},
         )
 

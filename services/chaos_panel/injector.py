@@ -7,7 +7,12 @@ the concurrent duplicate that a second relay, a re-keyed replay or a zombie memb
 
 A re-drive reads a dead letter where it lies and sends its original bytes back to the topic it
 came from: the same message id, so every consumer that already applied it counts a duplicate and
-the one that could not apply it gets another chance.
+the one that could not apply it gets another chance. Its headers are the ones the relay derives
+from the envelope (the id, the trace id), as the original's were.
+
+A copy with one field changed is what a producer's bug sends: the same message id (envelope and
+header) with another occurred_at, payload, trace id or an extra header. Every consumer that
+applied the original counts it a duplicate with different content, and changes nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
@@ -25,6 +30,14 @@ from effectively_once.envelope import MAX_BODY_BYTES
 from effectively_once.kafka_client import KEY_PARTITIONER, client_config
 from services.chaos_panel.records import OutboxEvent
 from services.topology import CONSUMERS, EVENT_TOPICS, ORDERS_EVENTS, TOPIC_PARTITIONS
+
+COPY_CHANGES = {
+    "occurred_at": "another occurred_at (moved by the seconds given)",
+    "payload": "a payload with one field more",
+    "trace_id": "another trace id",
+    "headers": "one header more",
+}
+"""What an operator's copy may change, besides nothing: its id stays."""
 
 POISON_KINDS = {
     "not_json": "a body that is not JSON",
@@ -38,6 +51,16 @@ POISON_KINDS = {
 Headers = list[tuple[str, str | bytes | None]]
 Record = tuple[bytes, bytes, int | None, Headers]
 """key, value, partition (None: by key), headers"""
+
+
+def _trace_id(value: bytes | None) -> str | None:
+    """The trace id the envelope carries (the relay's eo-trace-id header says the same), if any."""
+    try:
+        body = json.loads(value or b"")
+    except ValueError:
+        return None
+    trace_id = body.get("trace_id") if isinstance(body, dict) else None
+    return trace_id if isinstance(trace_id, str) and trace_id else None
 
 
 class InjectionError(Exception):
@@ -115,6 +138,29 @@ class Injector:
         ]
         return self._send(event.topic, records)
 
+    def copy_with_change(self, event: OutboxEvent, change: str, seconds: float = 86_400) -> Sent:
+        """Send one copy of the event under its message id with `change` (COPY_CHANGES) made:
+        occurred_at moved by `seconds`, a payload field added, another trace id, or a header more."""
+        if change not in COPY_CHANGES:
+            raise InjectionError(f"unknown change {change!r}; known: {', '.join(COPY_CHANGES)}")
+        if change == "occurred_at" and not (0 < abs(seconds) <= 10**9):
+            raise InjectionError("seconds must move occurred_at: a non-zero number of at most a billion")
+        body = json.loads(event.envelope)
+        headers: Headers = [("eo-message-id", event.message_id.encode()), ("eo-injected", f"copy:{change}".encode())]
+        if change == "occurred_at":
+            moved = datetime.fromisoformat(body["occurred_at"]) + timedelta(seconds=seconds)
+            body["occurred_at"] = moved.isoformat()
+        elif change == "payload":
+            body["payload"] = {**body.get("payload", {}), "copied_by_operator": True}
+        elif change == "trace_id":
+            body["trace_id"] = uuid.uuid4().hex
+        else:
+            headers.append(("x-copied-by", b"operator"))
+        if change != "trace_id" and body.get("trace_id"):
+            headers.append(("eo-trace-id", str(body["trace_id"]).encode()))
+        value = json.dumps(body, separators=(",", ":")).encode()
+        return self._send(event.topic, [(event.key.encode(), value, None, headers)])
+
     def redrive(self, location: str) -> tuple[dict[str, str], Sent]:
         """Send the dead letter at `location` (dlq-topic/partition@offset) back to its original
         topic, byte for byte; returns its dead-letter headers and where it went."""
@@ -126,6 +172,9 @@ class Injector:
         copy: Headers = [("eo-injected", b"redrive"), ("eo-redriven-from", location.encode())]
         if headers.get("message-id"):
             copy.append(("eo-message-id", headers["message-id"].encode()))
+        trace_id = _trace_id(letter.value())
+        if trace_id:
+            copy.append(("eo-trace-id", trace_id.encode()))
         return headers, self._send(topic, [(letter.key() or b"", letter.value() or b"", None, copy)])
 
     def _read_dead_letter(self, location: str) -> Message:

@@ -18,7 +18,7 @@ from services.chaos_panel import charts, map_readings, proof, proof_reader, reco
 from services.chaos_panel.context import Panel
 from services.chaos_panel.control_plane import EXECUTORS
 from services.chaos_panel.health import database_checks, kafka_check
-from services.chaos_panel.injector import POISON_KINDS
+from services.chaos_panel.injector import COPY_CHANGES, POISON_KINDS
 from services.chaos_panel.lab_runs import ANSWERS
 from services.chaos_panel.security import CSRF_COOKIE, TOKEN_COOKIE, new_csrf_token, same_origin
 from services.topology import CONSUMERS, EVENT_TOPICS, TOPIC_PARTITIONS
@@ -44,6 +44,7 @@ STRATEGY_LESSONS = {
     "ack_before_commit": "acknowledge before the transaction: a crash loses the message",
     "memory_dedup_only": "remember ids in memory: a restart forgets them",
     "message_id_only_key": "one marker per message for all consumers: the second consumer skips it",
+    "occurred_at_in_key": "the marker keyed by its id and occurred_at: a copy with another time is applied again",
     "no_dedup": "no marker at all: every redelivery applies again",
 }
 
@@ -175,6 +176,7 @@ def router(panel: Panel) -> APIRouter:
             strategies=list(Strategy),
             lessons=STRATEGY_LESSONS,
             poison_kinds=POISON_KINDS,
+            copy_changes=COPY_CHANGES,
             topics=EVENT_TOPICS,
             sandboxes={name: _sandbox(panel, name) for name in panel.control.sandboxes},
             partitions=[f"{topic}/{n}" for topic in EVENT_TOPICS for n in range(TOPIC_PARTITIONS)],

@@ -34,6 +34,10 @@ EFFECTS = (
 )
 
 
+DUPLICATES = ("duplicate", "duplicate_with_different_content")
+"""The outcomes of a copy whose marker was found: nothing done."""
+
+
 @dataclass(frozen=True)
 class Delivery:
     at: float
@@ -41,6 +45,8 @@ class Delivery:
     where: str
     """topic/partition @ offset, or empty when the record does not say."""
     found_ahead: bool = False
+    differing: tuple[str, ...] = ()
+    """For a copy with other content than the one applied: the fields that differ."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,11 @@ def _deliveries(told: list[dict[str, Any]], consumer: str, message_id: str) -> l
             continue
         found.append(
             Delivery(
-                float(record.get("at", 0)), str(record.get("outcome")), position(record), record.get("found") == "ahead"
+                float(record.get("at", 0)),
+                str(record.get("outcome")),
+                position(record),
+                record.get("found") == "ahead",
+                tuple(map(str, record.get("differing_fields") or ())),
             )
         )
     return sorted(found, key=lambda d: d.at)
@@ -101,7 +111,8 @@ def _sentence(proof: EffectProof) -> tuple[str, str]:
     if event is None:
         return "none", f"No {spec.name.lower()}: no {spec.trigger} was written for this order, so none was due."
     applied = [d for d in proof.deliveries if d.outcome == "applied"]
-    copies = [d for d in proof.deliveries if d.outcome == "duplicate"]
+    copies = [d for d in proof.deliveries if d.outcome in DUPLICATES]
+    other_content = sorted({field for d in copies for field in d.differing})
     if len(applied) > 1:
         return "wrong", (
             f"Applied {len(applied)} times: {spec.consumer} did not find its marker for a copy of "
@@ -126,6 +137,11 @@ def _sentence(proof: EffectProof) -> tuple[str, str]:
             f"Once: {spec.trigger} reached {spec.consumer} {len(applied) + len(copies)} times; "
             f"{'the first claimed' if applied else 'one claimed'} the marker in the same transaction as {spec.noun}, "
             f"and {'the copy' if len(copies) == 1 else f'the {len(copies)} copies'} after found it and changed nothing."
+        )
+    if other_content:
+        once += (
+            f" A copy came under the same id with another {', '.join(other_content)}: the marker is keyed by"
+            " the id alone, so it was a duplicate all the same, counted apart as a producer's bug."
         )
     if spec.remote and proof.calls:
         once += (

@@ -220,6 +220,9 @@ def _consumer_box(consumer: str, y: int, readings: Readings) -> Box:
         totals = reading.totals
         applied_total, duplicate_total = _count(totals.get("applied", 0)), _count(totals.get("duplicate", 0))
         box.lines.append(Line(f"Σ {applied_total} applied · {duplicate_total} dup", "totals"))
+        other_content = totals.get("duplicate_with_different_content", 0)
+        if other_content:
+            box.lines.append(Line(f"⚠ {_count(other_content)} dup with other content", "bad"))
         if reading.strategy not in (None, "correct"):
             box.lines.append(Line(f"strategy: {reading.strategy}", "bad"))
     return _process_box(box, reading)

@@ -14,6 +14,8 @@ from services.chaos_panel.records import OutboxEvent
 OUTCOME_WORDS = {
     "applied": "applied",
     "duplicate": "duplicate: marker already there, nothing done",
+    "duplicate_with_different_content": "duplicate with different content: marker already there, nothing done; "
+    "the copy's content differs from what was applied (a producer's bug)",
     "retryable_failure": "rolled back, will retry",
     "terminal_failure": "dead-lettered",
     "ignored": "ignored (not its business)",
@@ -25,8 +27,8 @@ class Entry:
     at: float
     actor: str
     kind: str
-    """written, published, applied, duplicate, retryable_failure, terminal_failure, ignored, fault,
-    started, remote_call, parked"""
+    """written, published, applied, duplicate, duplicate_with_different_content, retryable_failure,
+    terminal_failure, ignored, fault, started, remote_call, parked"""
     text: str
     detail: str = ""
     message_id: str = ""
@@ -71,6 +73,8 @@ def build(
             parts = [position(record)]
             if why:
                 parts.append(str(why))
+            if record.get("differing_fields"):
+                parts.append("differs in " + ", ".join(map(str, record["differing_fields"])))
             if record.get("strategy") not in (None, "correct"):
                 parts.append(f"strategy {record.get('strategy')}")
             detail = "; ".join(part for part in parts if part)
