@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -131,7 +132,7 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
     """Last in this module: it damages the data on purpose, as a broken consumer would."""
     run, settings = system
     confirmed = sorted(order_id for order_id, order in saga.items() if order["status"] == "CONFIRMED")
-    doubled, lost = confirmed[0], confirmed[1]
+    doubled, lost, announced, unrecorded = confirmed[0], confirmed[1], confirmed[2], confirmed[3]
     provider = settings.admin_database_url.rsplit("/", 1)[0] + "/payment_provider"
     with psycopg.connect(provider) as connection:
         connection.execute("INSERT INTO idempotency_key (key, request_hash, state) VALUES ('forged-key', 'x', 'done')")
@@ -143,12 +144,31 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
     notification = settings.admin_database_url.rsplit("/", 1)[0] + "/notification"
     with psycopg.connect(notification) as connection:
         connection.execute("DELETE FROM sales_projection WHERE order_id = %s", (lost,))
+    again = str(uuid.uuid4())
+    inventory = settings.admin_database_url.rsplit("/", 1)[0] + "/inventory"
+    with psycopg.connect(inventory) as connection:  # announced again, under a new id, already published
+        connection.execute(
+            """INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, topic, payload, published_at)
+               SELECT %s, aggregate_type, aggregate_key, event_type, topic, payload, now() FROM outbox
+                WHERE aggregate_key = %s AND event_type = 'InventoryReserved'""",
+            (again, announced),
+        )
+    orders = settings.admin_database_url.rsplit("/", 1)[0] + "/orders"
+    with psycopg.connect(orders) as connection:
+        connection.execute(
+            "DELETE FROM order_history WHERE order_id = %s AND event_type = 'PaymentAuthorized'", (unrecorded,)
+        )
 
     verdict = _audit(settings)
     found = {(anomaly.invariant, anomaly.subject) for anomaly in verdict.anomalies}
     assert ("at most one charge per order", doubled) in found
     assert ("a confirmed order was charged and mailed once", doubled) in found
     assert ("sales-projection-v1: every marker has its effect and every effect its marker", lost) in found
+    evidence = {(anomaly.invariant, anomaly.subject): anomaly.evidence for anomaly in verdict.anomalies}
+    twice = evidence[("inventory announces each fact once", announced)]
+    assert twice.startswith("2 InventoryReserved events: ") and again in twice, twice
+    unmarked = evidence[("orders-saga-v1: every marker has its effect", unrecorded)]
+    assert "PaymentAuthorized" in unmarked and "history has no PaymentAuthorized" in unmarked, unmarked
     result = subprocess.run(
         [sys.executable, "-m", "services.chaos_panel.auditor"],
         env=run.environment,
