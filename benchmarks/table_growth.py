@@ -1,12 +1,16 @@
 """Costs as the marker table grows: claim latency (applied and duplicate), purge cost per expired
-row, bytes, dead tuples and the vacuum a purge leaves, at 10 k, 1 M and 10 M markers, for two
+row, bytes, dead tuples and the vacuum a purge leaves, at 10 k, 1 M and 10 M markers, for three
 retention designs side by side:
 
 - "batched DELETE": the table before migration 0005 (primary key (consumer, message id), an
   index on processed_at) and its purge statement, 1,000 rows a transaction;
-- "partitioned by day": the runtime's table today (every migration applied), its CLAIM and its
-  purge (`purge_markers`), which drops an expired day whole. A unique key on a partitioned table
-  must hold the partition column, so its key is (consumer, message id, occurred_at).
+- "by occurred_at": migration 0005's table, partitioned by the day the message occurred. A unique
+  key on a partitioned table must hold the partition column, so its key was (consumer, message
+  id, occurred_at): a copy with another occurred_at was claimed again. Its purge dropped a day;
+- "by id time": the runtime's table today (every migration applied), partitioned by the day its
+  UUIDv7 message id carries, a CHECK tying that column to the id, so the key is (consumer,
+  message id) in effect; its CLAIM with the content digest, a duplicate's comparison of content,
+  and its purge (`purge_markers`), which drops an expired day whole.
 
 Markers are spread evenly over 40 days; each purge expires the oldest day (1/40 of them), three
 days one after another. A purge's cost per expired row counts the VACUUM it leaves to do (dead
@@ -16,7 +20,7 @@ Run alone: `python -m benchmarks.table_growth [SIZES]`, e.g. `10000,1000000`.
 
 from __future__ import annotations
 
-import hashlib
+import json
 import statistics
 import sys
 import time
@@ -30,7 +34,8 @@ from psycopg import sql
 
 from benchmarks.rows import Row
 from effectively_once import schema
-from effectively_once.correct_path import CLAIM
+from effectively_once.correct_path import CLAIM, DIFFERENCES
+from effectively_once.message_ids import new_message_id
 from effectively_once.retention import BATCH_DELETE, purge_markers
 
 T = TypeVar("T")
@@ -40,39 +45,94 @@ PURGED_DAYS = 3
 """Days expired one after another, each followed by the VACUUM it calls for; the median counts."""
 CONSUMER = "bench-growth-v1"
 SCHEMA = "bench_growth"
+BODY = json.dumps(
+    {
+        "type": "OrderPlaced",
+        "version": 1,
+        "key": "order-bench",
+        "occurred_at": "2026-12-05T12:00:00.000000+00:00",
+        "trace_id": "0123456789abcdef0123456789abcdef",
+        "payload": {
+            "order_id": "order-bench",
+            "customer_email": "ada@example.com",
+            "payment_method": "pm_card_visa",
+            "amount_cents": 1200,
+            "lines": [{"sku": "sku-filter", "quantity": 1}, {"sku": "sku-kettle", "quantity": 2}],
+        },
+    }
+)
+"""A body of the saga's size, for the claim's content digest."""
+DELIVERY = json.dumps({"key": b"order-bench".hex(), "headers": {"eo-trace-id": ["30313233"]}})
+
+RUNTIME = sorted(schema.MIGRATIONS.glob("*.sql"))
+Claim = Callable[[psycopg.Cursor[Any], str, datetime], None]
+"""Claims one marker (id, occurred_at), as the design's consumer would, duplicates included."""
+
+
+def _claim_deleted(cursor: psycopg.Cursor[Any], message_id: str, occurred: datetime) -> None:
+    cursor.execute(
+        "INSERT INTO m_delete (consumer_name, message_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+        (CONSUMER, message_id),
+    )
+
+
+def _claim_by_occurred_at(cursor: psycopg.Cursor[Any], message_id: str, occurred: datetime) -> None:
+    cursor.execute(
+        "INSERT INTO processed_message (consumer_name, message_id, occurred_at) VALUES (%s, %s, %s) "
+        "ON CONFLICT DO NOTHING RETURNING message_id",
+        (CONSUMER, message_id, occurred),
+    )
+
+
+def _claim_by_id_time(cursor: psycopg.Cursor[Any], message_id: str, occurred: datetime) -> None:
+    cursor.execute(CLAIM, (CONSUMER, message_id, message_id, BODY, DELIVERY))
+    if cursor.fetchone() is None:  # a duplicate compares its content with the marker's
+        cursor.execute(DIFFERENCES, (BODY, DELIVERY, CONSUMER, message_id, message_id))
 
 
 @dataclass(frozen=True)
 class Design:
     name: str
     table: str
-    create: str
+    create: list[str]
+    """Statements that make the table (the migrations of its time)."""
     index: str
-    claim: str
-    """Parameters: %(id)s, %(at)s (the message's occurred_at)."""
+    claim: Claim
+    time_column: str
+    """Its partition column (or, unpartitioned, processed_at)."""
 
 
 DELETE = Design(
     "batched DELETE",
     "m_delete",
-    """CREATE TABLE m_delete (consumer_name text NOT NULL, message_id text NOT NULL,
-                              processed_at timestamptz NOT NULL DEFAULT now())""",
+    [
+        """CREATE TABLE m_delete (consumer_name text NOT NULL, message_id text NOT NULL,
+                                  processed_at timestamptz NOT NULL DEFAULT now())"""
+    ],
     """ALTER TABLE m_delete ADD PRIMARY KEY (consumer_name, message_id);
        CREATE INDEX ON m_delete (processed_at)""",
-    "INSERT INTO m_delete (consumer_name, message_id) VALUES ('" + CONSUMER + "', %(id)s) ON CONFLICT DO NOTHING",
+    _claim_deleted,
+    "processed_at",
 )
-_RUNTIME_CLAIM = CLAIM.replace(
-    "VALUES (%s, %s, %s::timestamptz)", f"VALUES ('{CONSUMER}', %(id)s, %(at)s::timestamptz)"
-)
-assert _RUNTIME_CLAIM != CLAIM, "the runtime's CLAIM changed shape: adapt the bench's copy"
-PARTITIONED = Design(
-    "partitioned by day",
+BY_OCCURRED_AT = Design(
+    "by occurred_at",
     "processed_message",
-    ";".join(path.read_text() for path in sorted(schema.MIGRATIONS.glob("*.sql"))),
+    [path.read_text() for path in RUNTIME if path.name < "0008"],
     "",
-    _RUNTIME_CLAIM,
+    _claim_by_occurred_at,
+    "occurred_at",
 )
-DESIGNS = (DELETE, PARTITIONED)
+BY_ID_TIME = Design(
+    "by id time",
+    "processed_message",
+    [path.read_text() for path in RUNTIME],
+    "",
+    _claim_by_id_time,
+    "id_time",
+)
+DESIGNS = (DELETE, BY_OCCURRED_AT, BY_ID_TIME)
+SHIPPED = BY_ID_TIME
+"""The design the runtime ships: the one the targets are for."""
 
 
 @dataclass(frozen=True)
@@ -179,41 +239,73 @@ def run_alone(
     return 0
 
 
+BENCH_FUNCTIONS = """
+CREATE FUNCTION bench_at(base timestamptz, step double precision, n bigint) RETURNS timestamptz
+    LANGUAGE sql IMMUTABLE AS $$ SELECT base - make_interval(secs => n * step) $$;
+CREATE FUNCTION bench_id(at timestamptz, n bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT substr(t, 1, 8) || '-' || substr(t, 9, 4) || '-7' || substr(h, 1, 3) || '-8' || substr(h, 4, 3)
+           || '-' || substr(h, 7, 12)
+      FROM (SELECT lpad(to_hex((extract(epoch FROM at) * 1000)::bigint), 12, '0') AS t, md5(n::text) AS h) AS parts
+$$;
+"""
+"""Marker n of a fill: its message's time, and its UUIDv7 id carrying that time (the id minted then)."""
+
+
 def _fill(connection: psycopg.Connection[Any], design: Design, markers: int, base: datetime) -> None:
-    """`markers` rows over DAYS days before `base`: row n occurred at base - n·step."""
+    """`markers` rows over DAYS days before `base`: row n's message was minted at base - n·step."""
     fresh_schema(connection)
-    connection.execute(design.create)
+    for statement in design.create:
+        connection.execute(statement)
+    connection.execute(BENCH_FUNCTIONS)
     step = DAYS * 86400 / markers
-    if design is PARTITIONED:  # each day's partition, as the upkeep made it on the day
+    if design is not DELETE:  # each day's partition, as the upkeep made it on the day
         for days_ago in range(DAYS + 1, -2, -1):
             connection.execute("SELECT processed_message_day(%s)", (day_start(base, days_ago).date(),))
-    at = "%(base)s - make_interval(secs => n * %(step)s)"
-    if design is PARTITIONED:
-        columns, values = (
+    at = "bench_at(%(base)s, %(step)s, n)"
+    columns, values = {
+        DELETE.name: ("consumer_name, message_id, processed_at", f"%(consumer)s, bench_id({at}, n), {at}"),
+        BY_OCCURRED_AT.name: (
             "consumer_name, message_id, occurred_at, processed_at",
-            f"%(consumer)s, md5(n::text), {at}, {at}",
-        )
-    else:
-        columns, values = "consumer_name, message_id, processed_at", f"%(consumer)s, md5(n::text), {at}"
+            f"%(consumer)s, bench_id({at}, n), {at}, {at}",
+        ),
+        BY_ID_TIME.name: (
+            "consumer_name, message_id, id_time, content_digest, processed_at",
+            f"%(consumer)s, bench_id({at}, n), message_id_time(bench_id({at}, n)), "
+            f"message_content_digest(%(body)s::jsonb, %(delivery)s::jsonb), {at}",
+        ),
+    }[design.name]
     connection.execute(
         f"INSERT INTO {design.table} ({columns}) SELECT {values} FROM generate_series(1, %(markers)s) AS n",
-        {"consumer": CONSUMER, "base": base, "step": step, "markers": markers},
+        {"consumer": CONSUMER, "base": base, "step": step, "markers": markers, "body": BODY, "delivery": DELIVERY},
     )
     for statement in filter(str.strip, design.index.split(";")):
         connection.execute(statement)
     connection.execute(f"VACUUM ANALYZE {design.table}")
 
 
-def latencies(connection: psycopg.Connection[Any], statement: str, parameters: list[dict[str, Any]]) -> list[float]:
-    """Each claim's statement round trip in milliseconds, 100 claims a transaction (the commit's
-    fsync does not grow with the table, and would only add noise)."""
+def _fill_rows(
+    connection: psycopg.Connection[Any], base: datetime, markers: int, picks: list[int]
+) -> list[tuple[str, datetime]]:
+    """The id and time of the markers numbered `picks`, as the fill made them."""
+    step = DAYS * 86400 / markers
+    rows = connection.execute(
+        "SELECT bench_id(bench_at(%s, %s, n), n), bench_at(%s, %s, n) FROM unnest(%s::bigint[]) AS n",
+        (base, step, base, step, picks),
+    ).fetchall()
+    return [(row[0], row[1]) for row in rows]
+
+
+def latencies(connection: psycopg.Connection[Any], claim: Claim, markers: list[tuple[str, datetime]]) -> list[float]:
+    """Each claim's round trips in milliseconds (a duplicate's comparison of content included),
+    100 claims a transaction (the commit's fsync does not grow with the table, and would only add
+    noise)."""
     seconds = []
     with connection.cursor() as cursor:
-        for chunk in range(0, len(parameters), 100):
+        for chunk in range(0, len(markers), 100):
             with connection.transaction():
-                for parameter in parameters[chunk : chunk + 100]:
+                for message_id, occurred in markers[chunk : chunk + 100]:
                     started = time.perf_counter()
-                    cursor.execute(statement, parameter)
+                    claim(cursor, message_id, occurred)
                     seconds.append((time.perf_counter() - started) * 1000)
     return seconds
 
@@ -246,9 +338,15 @@ def dead_tuples(connection: psycopg.Connection[Any], table: str) -> int:
 def _purge(connection: psycopg.Connection[Any], design: Design, base: datetime, days_ago: int) -> int:
     """Expire the day `days_ago` (every older one went already); return how many markers went."""
     cutoff = day_start(base, days_ago - 1)
-    horizon = datetime.now(UTC) - cutoff
-    if design is PARTITIONED:
-        return purge_markers(connection, horizon, consumer_name=CONSUMER)
+    if design is BY_ID_TIME:
+        return purge_markers(connection, datetime.now(UTC) - cutoff, consumer_name=CONSUMER)
+    if design is BY_OCCURRED_AT:  # what its purge did with a day of one consumer's markers: drop it
+        day = sql.Identifier(f"processed_message_{day_start(base, days_ago):%Y%m%d}")
+        with connection.transaction():
+            connection.execute("LOCK TABLE processed_message IN ACCESS EXCLUSIVE MODE")
+            row = connection.execute(sql.SQL("SELECT count(*) FROM {}").format(day)).fetchone()
+            connection.execute(sql.SQL("DROP TABLE {}").format(day))
+        return int(row[0]) if row else 0
     statement = sql.SQL(BATCH_DELETE).format(table=sql.Identifier(design.table), time=sql.Identifier("processed_at"))
     total = 0
     while True:
@@ -261,20 +359,14 @@ def _purge(connection: psycopg.Connection[Any], design: Design, base: datetime, 
 
 def measure_one(url: str, design: Design, markers: int, say: Callable[[str], None]) -> Measured:
     base = day_start(datetime.now(UTC), 0)  # midnight: each day's partition holds a whole day
-    step = DAYS * 86400 / markers
     with psycopg.connect(url, autocommit=True) as connection:
         started = time.perf_counter()
         _fill(connection, design, markers, base)
         say(f"{design.name}: {markers:,} markers filled in {time.perf_counter() - started:.0f} s")
-        applied = latencies(
-            connection, design.claim, [{"id": f"new-{n}", "at": datetime.now(UTC)} for n in range(SAMPLES)]
-        )
+        fresh = [(new_message_id(), datetime.now(UTC)) for _ in range(SAMPLES)]
+        applied = latencies(connection, design.claim, fresh)
         picks = [1 + (n * 7919) % markers for n in range(SAMPLES)]  # spread over the whole table
-        duplicate = latencies(
-            connection,
-            design.claim,
-            [{"id": _md5(n), "at": base - timedelta(seconds=n * step)} for n in picks],
-        )
+        duplicate = latencies(connection, design.claim, _fill_rows(connection, base, markers, picks))
         purged = purge_cost(connection, design.table, lambda days_ago: _purge(connection, design, base, days_ago))
         connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(SCHEMA)))
     assert len(applied) == SAMPLES
@@ -289,16 +381,13 @@ def measure_one(url: str, design: Design, markers: int, say: Callable[[str], Non
     )
 
 
-def _md5(n: int) -> str:
-    return hashlib.md5(str(n).encode()).hexdigest()  # the fill's md5(n::text): an id, not a secret
-
-
 def measure(url: str, sizes: Sequence[int], say: Callable[[str], None] = print) -> list[Measured]:
     return [measure_one(url, design, markers, say) for markers in sizes for design in DESIGNS]
 
 
 def rows(results: Sequence[Measured]) -> list[Row]:
-    """The targets for the shipped design, the other beside it; the smallest and largest sizes."""
+    """Growth from the smallest size to the largest, for every design (the targets are the shipped
+    design's: its claims and purges stay flat as the table grows)."""
     out: list[Row] = []
     for design in DESIGNS:
         mine = sorted((m for m in results if m.design == design.name), key=lambda m: m.markers)
@@ -310,20 +399,18 @@ def rows(results: Sequence[Measured]) -> list[Row]:
         mid = next((m for m in mine if m.markers == 1_000_000), mine[-2] if len(mine) > 2 else small)
         purge = large.purge.us_per_row / mid.purge.us_per_row
         size = f"{large.markers / 1e6:g} M vs {small.markers / 1e3:g} k"
-        out += [
-            Row("growth", f"{design.name}: claim p99", claim, "×", "≤ 1.5×", claim <= 1.5, size, 1.5 / claim),
-            Row("growth", f"{design.name}: dup p99", duplicate, "×", "≤ 1.5×", duplicate <= 1.5, size, 1.5 / duplicate),
-            Row(
-                "growth",
-                f"{design.name}: purge/row",
-                purge,
-                "×",
-                "≤ 1.5×",
-                purge <= 1.5,
-                f"{large.markers / 1e6:g} M vs {mid.markers / 1e6:g} M",
-                1.5 / purge,
-            ),
-        ]
+        grown = f"{large.markers / 1e6:g} M vs {mid.markers / 1e6:g} M"
+        for case, ratio, detail in (
+            ("claim p99", claim, size),
+            ("dup p99", duplicate, size),
+            ("purge/row", purge, grown),
+        ):
+            if design is SHIPPED:
+                out.append(
+                    Row("growth", f"{design.name}: {case}", ratio, "×", "≤ 1.5×", ratio <= 1.5, detail, 1.5 / ratio)
+                )
+            else:  # beside it, for comparison
+                out.append(Row("growth", f"{design.name}: {case}", ratio, "×", "", None, detail))
     return out
 
 
