@@ -348,7 +348,9 @@ def _door(environ: dict[str, Any], method: str, allowed: frozenset[str]) -> None
     host = environ.get("HTTP_HOST")
     if not host_allowed(host, allowed):
         raise Refusal("400 Bad Request", f"the Host {cut(host or '')} is not one this endpoint answers to")
-    refusal = origin_refusal(environ.get("HTTP_ORIGIN"), host, environ.get("HTTP_SEC_FETCH_SITE"))
+    refusal = origin_refusal(
+        environ.get("HTTP_ORIGIN"), host, environ.get("HTTP_SEC_FETCH_SITE"), environ.get("wsgi.url_scheme", "http")
+    )
     if refusal:
         raise Refusal("403 Forbidden", refusal)
     # PATH_INFO is decoded by wsgiref as latin-1: its bytes are the request's own.

@@ -61,13 +61,16 @@ def host_allowed(header: str | None, extra: frozenset[str]) -> bool:
     return True
 
 
-def origin_refusal(origin: str | None, host: str | None, fetch_site: str | None) -> str | None:
-    """Why a request sent by a browser page of another origin must be refused, or None."""
+def origin_refusal(origin: str | None, host: str | None, fetch_site: str | None, scheme: str = "http") -> str | None:
+    """Why a request sent by a browser page of another origin must be refused, or None. An origin
+    is its scheme, host and port: a page served over https is another origin than this http
+    service, whatever its host says."""
     if fetch_site == "cross-site":
         return "refused: this request comes from another site"
     if origin is None:
         return None
-    if origin == "null" or urlsplit(origin).netloc.lower() != (host or "").lower():
+    parts = urlsplit(origin)
+    if origin == "null" or parts.netloc.lower() != (host or "").lower() or parts.scheme.lower() != scheme.lower():
         return f"refused: this request comes from another origin ({cut(origin)})"
     return None
 

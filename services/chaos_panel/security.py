@@ -6,18 +6,20 @@
 - Bound to loopback (the default), no token is needed: only this machine can reach it.
 - Bound elsewhere (exposed mode), every page, fragment and API read needs the token as well as
   every action: `Authorization: Bearer <token>`, or the cookie that the POST form at `/login` sets
-  once it has checked the token. Only `/login`, `/healthz`, `/metrics` (counters, no order data)
-  and `/static` answer without it.
+  once it has checked the token and the login page's CSRF token (so another site cannot log a
+  browser in). Only `/login`, `/healthz`, `/metrics` (counters, no order data) and `/static`
+  answer without it.
 - Either way, a control action must come from the panel's own pages: a JSON body (which a
   cross-site form cannot send without a CORS preflight the panel never grants), or the CSRF token
   of the page's cookie echoed in the `X-CSRF-Token` header or a `csrf_token` field. A request whose
-  Origin (or Referer) is another site is refused outright.
+  Origin (or Referer) is another origin (another scheme, host or port) is refused outright.
 """
 
 from __future__ import annotations
 
 import hmac
 import secrets
+from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
 
@@ -60,16 +62,26 @@ class Guard:
         content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type == "application/json":
             return
-        cookie = request.cookies.get(CSRF_COOKIE, "")
-        echoed = request.headers.get(CSRF_HEADER) or form_csrf or ""
-        if not cookie or not hmac.compare_digest(cookie.encode(), echoed.encode()):
+        if not self.csrf_matches(request, form_csrf or ""):
             raise HTTPException(403, "refused: the form's CSRF token is missing or stale (reload the page)")
+
+    @staticmethod
+    def csrf_matches(request: Request, form_csrf: str) -> bool:
+        """Whether the page's CSRF cookie is echoed, in the X-CSRF-Token header or the form."""
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        echoed = request.headers.get(CSRF_HEADER) or form_csrf
+        return bool(cookie) and hmac.compare_digest(cookie.encode(), echoed.encode())
 
 
 def same_origin(request: Request) -> bool:
-    """The front door's origin rule, with the Referer standing in for a missing Origin."""
+    """The front door's origin rule (scheme, host and port), with the Referer standing in for a
+    missing Origin."""
     source = request.headers.get("origin") or request.headers.get("referer") or None
-    return origin_refusal(source, request.headers.get("host"), request.headers.get("sec-fetch-site")) is None
+    if source is not None and source != "null":
+        parts = urlsplit(source)
+        source = f"{parts.scheme}://{parts.netloc}"
+    fetch_site = request.headers.get("sec-fetch-site")
+    return origin_refusal(source, request.headers.get("host"), fetch_site, request.url.scheme) is None
 
 
 def new_csrf_token() -> str:

@@ -118,6 +118,12 @@ def test_a_foreign_host_reads_nothing_and_arms_nothing(endpoint: RunningConsumer
     assert _armed(endpoint) == {}
 
 
+def test_an_https_page_on_the_same_host_and_port_is_another_origin(endpoint: RunningConsumer) -> None:
+    origin = f"https://127.0.0.1:{endpoint.port}".encode()
+    drawn = Drawn("POST", "/faults", {"content-type": b"application/json", "Origin": origin}, ARM)
+    assert _send(endpoint.port, drawn)[0] == 403 and _armed(endpoint) == {}
+
+
 def test_the_same_origin_arms_and_a_teaching_strategy_is_refused(endpoint: RunningConsumer) -> None:
     origin = f"http://127.0.0.1:{endpoint.port}".encode()
     status, _ = _send(

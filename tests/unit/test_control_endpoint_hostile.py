@@ -126,6 +126,8 @@ def test_a_foreign_host_reads_nothing_and_arms_nothing(host: str) -> None:
 def test_the_same_origin_and_the_configured_names_are_served() -> None:
     faults = FaultPoints()
     assert _post(control_app(faults), "/faults", ARM, HTTP_ORIGIN="http://127.0.0.1:9103") == "200 OK"
+    other_scheme = _post(control_app(FaultPoints()), "/faults", ARM, HTTP_ORIGIN="https://127.0.0.1:9103")
+    assert other_scheme.startswith("403"), "an https page is another origin than this http endpoint"
     named = control_app(FaultPoints(), allowed_hosts=frozenset({"inventory"}))
     assert _post(named, "/faults", ARM, HTTP_HOST="inventory:9103") == "200 OK"
     assert _post(named, "/faults", ARM, HTTP_HOST="[::1]:9103") == "200 OK"

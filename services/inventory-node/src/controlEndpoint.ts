@@ -57,16 +57,20 @@ export function hostAllowed(header: string | undefined, extra: ReadonlySet<strin
   return LOOPBACK_NAMES.has(name) || extra.has(name) || isIP(name) !== 0;
 }
 
+/** Another origin is another scheme, host or port: a page served over https is not this http endpoint. */
 function originRefusal(origin: string | undefined, host: string | undefined, fetchSite: string | undefined): string | null {
   if (fetchSite === "cross-site") return "refused: this request comes from another site";
   if (origin === undefined) return null;
   let netloc = "";
+  let scheme = "";
   try {
-    netloc = new URL(origin).host.toLowerCase();
+    const parsed = new URL(origin);
+    netloc = parsed.host.toLowerCase();
+    scheme = parsed.protocol;
   } catch {
     netloc = "";
   }
-  if (origin === "null" || netloc !== (host ?? "").toLowerCase()) {
+  if (origin === "null" || netloc !== (host ?? "").toLowerCase() || scheme !== "http:") {
     return `refused: this request comes from another origin (${cut(origin)})`;
   }
   return null;

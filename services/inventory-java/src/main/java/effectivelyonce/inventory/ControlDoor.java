@@ -51,7 +51,7 @@ public class ControlDoor extends OncePerRequestFilter {
     String method = request.getMethod();
     if (!hostAllowed(host)) {
       refusal = "the Host " + cut(host == null ? "" : host) + " is not one this endpoint answers to";
-    } else if ("cross-site".equals(request.getHeader("Sec-Fetch-Site")) || foreign(origin, host)) {
+    } else if ("cross-site".equals(request.getHeader("Sec-Fetch-Site")) || foreign(origin, host, request.getScheme())) {
       status = HttpStatus.FORBIDDEN;
       refusal = "refused: this request comes from another origin (" + cut(origin == null ? "" : origin) + ")";
     } else if (requestLineProblem(request)) {
@@ -90,14 +90,16 @@ public class ControlDoor extends OncePerRequestFilter {
         || (name.contains(":") && name.matches("[0-9a-f:.]+"));
   }
 
-  private static boolean foreign(String origin, String host) {
+  /** Another origin: another scheme, host or port (a page served over https is not this http endpoint). */
+  private static boolean foreign(String origin, String host, String scheme) {
     if (origin == null) {
       return false;
     }
     try {
       URI parsed = URI.create(origin);
       String netloc = parsed.getRawAuthority() == null ? "" : parsed.getRawAuthority().toLowerCase(Locale.ROOT);
-      return "null".equals(origin) || !netloc.equals(host == null ? "" : host.toLowerCase(Locale.ROOT));
+      return "null".equals(origin) || !netloc.equals(host == null ? "" : host.toLowerCase(Locale.ROOT))
+          || !scheme.equalsIgnoreCase(parsed.getScheme() == null ? "" : parsed.getScheme());
     } catch (IllegalArgumentException unreadable) {
       return true;
     }
