@@ -215,11 +215,14 @@ def router(panel: Panel) -> APIRouter:
 
     @pages.post("/login", response_class=HTMLResponse)
     async def log_in(request: Request) -> Response:
-        """Check the token first; only the right one becomes a cookie."""
+        """Check the form's CSRF token, then the panel's token; only the right one becomes a cookie.
+        A login must come from the panel's own login page: another site cannot log a browser in."""
         if not same_origin(request):
             raise HTTPException(403, "refused: this request comes from another site")
         form = await request.form()
-        offered = form.get("token")
+        offered, echoed = form.get("token"), form.get("csrf_token")
+        if not panel.guard.csrf_matches(request, echoed if isinstance(echoed, str) else ""):
+            raise HTTPException(403, "refused: the login form's CSRF token is missing or stale (reload /login)")
         if not panel.guard.token_required:
             return RedirectResponse("/", status_code=303)
         if not isinstance(offered, str) or not panel.guard.token_matches(offered.strip()):

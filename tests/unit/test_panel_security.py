@@ -89,9 +89,10 @@ def test_the_login_form_checks_the_token_before_it_becomes_a_cookie() -> None:
     assert 'method="post"' in page.text and "0.0.0.0:8080" in page.text and "beyond loopback" in page.text
     assert client.get("/login", params={"token": "s3cret-token"}).status_code == 200
     assert "eo_panel_token" not in client.cookies  # a token in a URL is never taken
-    wrong = client.post("/login", data={"token": "guess"}, follow_redirects=False)
+    form_csrf = client.cookies["eo_csrf"]
+    wrong = client.post("/login", data={"token": "guess", "csrf_token": form_csrf}, follow_redirects=False)
     assert wrong.status_code == 403 and "eo_panel_token" not in client.cookies
-    right = client.post("/login", data={"token": "s3cret-token"}, follow_redirects=False)
+    right = client.post("/login", data={"token": "s3cret-token", "csrf_token": form_csrf}, follow_redirects=False)
     assert right.status_code == 303 and client.cookies["eo_panel_token"] == "s3cret-token"
     assert "buttons need the panel's token" not in client.get("/").text
     csrf = client.cookies["eo_csrf"]
@@ -102,6 +103,25 @@ def test_a_login_from_another_site_is_refused() -> None:
     client = _client(host="0.0.0.0", token="s3cret-token")
     answer = client.post("/login", data={"token": "s3cret-token"}, headers={"Origin": "http://evil.example"})
     assert answer.status_code == 403 and "eo_panel_token" not in client.cookies
+
+
+def test_a_login_form_without_the_login_pages_csrf_token_is_refused() -> None:
+    """Login CSRF: a page elsewhere could post a token of its own choosing into the browser."""
+    for host, token in (("0.0.0.0", "s3cret-token"), ("127.0.0.1", "")):
+        client = _client(host=host, token=token)
+        for data in ({"token": "s3cret-token"}, {"token": "s3cret-token", "csrf_token": "forged"}):
+            answer = client.post("/login", data=data, follow_redirects=False)
+            assert answer.status_code == 403 and "CSRF" in answer.json()["detail"], (host, data)
+        assert "eo_panel_token" not in client.cookies
+
+
+def test_an_origin_of_another_scheme_is_another_origin() -> None:
+    """An https page on the panel's host and port is not the http panel."""
+    client = _client()
+    for headers in ({"Origin": "https://127.0.0.1:8080"}, {"Referer": "https://127.0.0.1:8080/chaos"}):
+        answer = client.post("/api/reset", json={}, headers=headers)
+        assert answer.status_code == 403 and "another" in answer.json()["detail"], headers
+    assert client.post("/api/reset", json={}, headers={"Referer": "http://127.0.0.1:8080/chaos"}).status_code == 200
 
 
 def test_on_loopback_the_login_page_says_no_token_is_needed() -> None:
