@@ -121,6 +121,8 @@ class Settings(BaseSettings):
     PAYMENT_PROVIDER_DB_PASSWORD: str = "payment_provider" + DEVELOPMENT_PASSWORD_SUFFIX
     MAIL_DB_PASSWORD: str = "mail" + DEVELOPMENT_PASSWORD_SUFFIX
     AUDITOR_DB_PASSWORD: str = "auditor" + DEVELOPMENT_PASSWORD_SUFFIX
+    SANDBOX_ADMIN_PASSWORD: str = "sandbox-admin" + DEVELOPMENT_PASSWORD_SUFFIX
+    """What the sandboxes' /admin/faults need as `Authorization: Bearer` (the panel sends it)."""
     OUTBOX_RELAY_DB_PASSWORD: str = "outbox_relay" + DEVELOPMENT_PASSWORD_SUFFIX
     OUTBOX_CDC_DB_PASSWORD: str = "outbox_cdc" + DEVELOPMENT_PASSWORD_SUFFIX
     """The secret each database's replication role (RELAY=debezium) derives its password from."""

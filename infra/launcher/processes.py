@@ -153,7 +153,9 @@ def _http_service(
     port: int,
     label: str,
     path: str = "/docs",
+    sandbox: bool = False,
 ) -> Program:
+    """An HTTP service; a sandbox (the outside world) is also given its admin password."""
     return Program(
         name=name,
         command=[sys.executable, "-m", module],
@@ -162,6 +164,7 @@ def _http_service(
             "DATABASE_URL": settings.service_database_url(database(database_name)),
             host_variable: "127.0.0.1",
             port_variable: str(port),
+            **({"SANDBOX_ADMIN_PASSWORD": settings.SANDBOX_ADMIN_PASSWORD} if sandbox else {}),
         },
         ports=(port,),
         health_url=f"http://127.0.0.1:{port}/healthz",
@@ -250,6 +253,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 "ORDERS_API_URL": f"http://127.0.0.1:{settings.ORDERS_API_PORT}",
                 "PAYMENT_PROVIDER_URL": f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}",
                 "MAIL_URL": f"http://127.0.0.1:{settings.MAIL_PORT}",
+                "SANDBOX_ADMIN_PASSWORD": settings.SANDBOX_ADMIN_PASSWORD,
                 "PROMETHEUS_URL": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}",
                 **panel_token,
                 **broker_control,
@@ -280,6 +284,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             "PAYMENT_PROVIDER_PORT",
             settings.PAYMENT_PROVIDER_PORT,
             "Payment provider sandbox",
+            sandbox=True,
         ),
         _http_service(
             settings,
@@ -292,6 +297,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             settings.MAIL_PORT,
             "Mail sandbox inbox",
             path="/",
+            sandbox=True,
         ),
     ]
     for instance in background_instances(settings):

@@ -76,7 +76,11 @@ def build_panel(settings: PanelSettings) -> Panel:
     auditor_url = settings.DATABASE_URL or ""
     store = TelemetryStore()
     control = ControlPlane(
-        settings.CONTROL_URLS, settings.PAYMENT_PROVIDER_URL, settings.MAIL_URL, settings.ORDERS_API_URL
+        settings.CONTROL_URLS,
+        settings.PAYMENT_PROVIDER_URL,
+        settings.MAIL_URL,
+        settings.ORDERS_API_URL,
+        sandbox_password=settings.SANDBOX_ADMIN_PASSWORD,
     )
 
     def retentions() -> dict[str, timedelta]:

@@ -111,8 +111,10 @@ class ControlPlane:
         mail_url: str,
         orders_api_url: str = "",
         timeout: float = 3.0,
+        sandbox_password: str = "",
     ):
         self.control_urls = dict(control_urls)
+        self._sandbox_admin = {"Authorization": f"Bearer {sandbox_password}"} if sandbox_password else {}
         self.sandboxes = {"payment-provider": provider_url, "mail": mail_url}
         self.http_services = {
             name: url for name, url in {"orders-api": orders_api_url, **self.sandboxes}.items() if url
@@ -234,12 +236,13 @@ class ControlPlane:
     # Sandboxes ------------------------------------------------------------------------------------
 
     def sandbox_faults(self, sandbox: str) -> dict[str, Any]:
-        return dict(self._call("GET", sandbox, f"{self.sandboxes[sandbox]}/admin/faults"))
+        return dict(self._call("GET", sandbox, f"{self.sandboxes[sandbox]}/admin/faults", headers=self._sandbox_admin))
 
     def set_sandbox_faults(self, sandbox: str, faults: dict[str, Any]) -> dict[str, Any]:
         if sandbox not in self.sandboxes:
             raise ControlError(f"no sandbox called {sandbox[:80]!r}; known: {', '.join(self.sandboxes)}", 400)
-        return dict(self._call("PUT", sandbox, f"{self.sandboxes[sandbox]}/admin/faults", json=faults))
+        url = f"{self.sandboxes[sandbox]}/admin/faults"
+        return dict(self._call("PUT", sandbox, url, json=faults, headers=self._sandbox_admin))
 
     # Parked work ----------------------------------------------------------------------------------
 
@@ -287,7 +290,7 @@ class ControlPlane:
                 problems.append(str(error))
         for sandbox, url in self.sandboxes.items():
             try:
-                self._call("DELETE", sandbox, f"{url}/admin/faults")
+                self._call("DELETE", sandbox, f"{url}/admin/faults", headers=self._sandbox_admin)
             except ControlError as error:
                 problems.append(f"{sandbox}: {error}")
         return problems

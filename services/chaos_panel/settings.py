@@ -24,6 +24,8 @@ class PanelSettings(BaseSettings):
     ORDERS_API_URL: str = "http://127.0.0.1:8000"
     PAYMENT_PROVIDER_URL: str = "http://127.0.0.1:8001"
     MAIL_URL: str = "http://127.0.0.1:8002"
+    SANDBOX_ADMIN_PASSWORD: str = "sandbox-admin-dev-password"
+    """The sandboxes' admin password: the panel changes their faults with it."""
     BROKER_CONTROL_URL: str = ""
     """The Kafka nodes' control endpoint (native path): the broker faults go through it."""
     KAFKA_CONNECT_URL: str = ""

@@ -14,14 +14,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
-from services import http_front_door
+from services import http_front_door, sandbox_admin
 from services.saga_fields import (
     MAX_KEY_LENGTH,
     EmailAddress,
@@ -58,7 +58,7 @@ class MailFaults(BaseModel):
     )
 
 
-def create_app(database_url: str) -> FastAPI:
+def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
     pool = AsyncConnectionPool(
         database_url, min_size=1, max_size=5, open=False, kwargs={"connect_timeout": 5, "autocommit": True}
     )
@@ -117,16 +117,18 @@ def create_app(database_url: str) -> FastAPI:
         """The inbox: every message accepted, newest first, with how often it was sent."""
         return TEMPLATES.TemplateResponse(request, "inbox.html", {"messages": await _messages(pool, None, 200)})
 
-    @app.get("/admin/faults", tags=["faults"])
+    admin = [Depends(sandbox_admin.admin_only(admin_password))]
+
+    @app.get("/admin/faults", tags=["faults"], dependencies=admin, responses=sandbox_admin.REFUSED)
     async def get_faults() -> MailFaults:
         return faults["current"]
 
-    @app.put("/admin/faults", tags=["faults"])
+    @app.put("/admin/faults", tags=["faults"], dependencies=admin, responses=sandbox_admin.REFUSED)
     async def set_faults(new: MailFaults) -> MailFaults:
         faults["current"] = new
         return new
 
-    @app.delete("/admin/faults", tags=["faults"])
+    @app.delete("/admin/faults", tags=["faults"], dependencies=admin, responses=sandbox_admin.REFUSED)
     async def reset_faults() -> MailFaults:
         faults["current"] = MailFaults()
         return faults["current"]

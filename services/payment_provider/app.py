@@ -21,14 +21,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Header, Query
+from fastapi import Depends, FastAPI, Header, Query
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter, make_asgi_app
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
 
-from services import http_front_door
+from services import http_front_door, sandbox_admin
 from services.payment_provider.faults import FaultState, ProviderFaults
 from services.saga_contract import PAYMENT_METHOD_DECLINED, PROVIDER_KEY_LIFETIME
 from services.saga_fields import MAX_KEY_LENGTH, AmountCents, OrderId, PaymentMethodId, idempotency_key_problem
@@ -60,7 +60,7 @@ class ChargeIn(BaseModel):
     payment_method: PaymentMethodId
 
 
-def create_app(database_url: str) -> FastAPI:
+def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
     pool = AsyncConnectionPool(
         database_url, min_size=1, max_size=10, open=False, kwargs={"connect_timeout": 5, "autocommit": True}
     )
@@ -229,17 +229,19 @@ def create_app(database_url: str) -> FastAPI:
             for r in rows
         ]
 
-    @app.get("/admin/faults", tags=["faults"])
+    admin = [Depends(sandbox_admin.admin_only(admin_password))]
+
+    @app.get("/admin/faults", tags=["faults"], dependencies=admin, responses=sandbox_admin.REFUSED)
     async def get_faults() -> ProviderFaults:
         return state.faults
 
-    @app.put("/admin/faults", tags=["faults"])
+    @app.put("/admin/faults", tags=["faults"], dependencies=admin, responses=sandbox_admin.REFUSED)
     async def set_faults(faults: ProviderFaults) -> ProviderFaults:
         """Replace the injected faults."""
         state.faults = faults
         return state.faults
 
-    @app.delete("/admin/faults", tags=["faults"])
+    @app.delete("/admin/faults", tags=["faults"], dependencies=admin, responses=sandbox_admin.REFUSED)
     async def reset_faults() -> ProviderFaults:
         state.faults = ProviderFaults()
         return state.faults

@@ -26,11 +26,12 @@ from effectively_once.processor import (
 )
 from effectively_once.teaching import with_teaching_paths
 from infra.launcher.kafka_broker import ensure_topics
+from services.sandbox_admin import admin_headers
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from tests.support.ledger import SCHEMA
 from tests.support.migration_files import apply_files
 from tests.support.outbox import new_outbox
-from tests.support.sandboxes import running
+from tests.support.sandboxes import ADMIN_PASSWORD, running
 
 RUNTIME_TESTS_DATABASE = "runtime_tests"
 
@@ -138,7 +139,7 @@ def provider(runtime_db: str) -> Iterator[Sandbox]:
     url = isolated_schema(runtime_db, *sorted((PROJECT_ROOT / "services/payment_provider/migrations").glob("*.sql")))
     with (
         running("services.payment_provider", url, "PAYMENT_PROVIDER_HOST", "PAYMENT_PROVIDER_PORT") as base,
-        httpx.Client(base_url=base, timeout=10) as client,
+        httpx.Client(base_url=base, timeout=10, headers=admin_headers(ADMIN_PASSWORD)) as client,
     ):
         yield Sandbox(client, url)
         client.delete("/admin/faults")
@@ -150,7 +151,7 @@ def mail(runtime_db: str) -> Iterator[Sandbox]:
     url = isolated_schema(runtime_db, *sorted((PROJECT_ROOT / "services/mail/migrations").glob("*.sql")))
     with (
         running("services.mail", url, "MAIL_HOST", "MAIL_PORT") as base,
-        httpx.Client(base_url=base, timeout=10) as client,
+        httpx.Client(base_url=base, timeout=10, headers=admin_headers(ADMIN_PASSWORD)) as client,
     ):
         yield Sandbox(client, url)
 

@@ -141,3 +141,26 @@ def test_the_mail_sandbox_stores_a_message_once_per_key_and_shows_it_in_the_inbo
     assert message["deliveries"] == 2
     inbox = mail.client.get("/")
     assert inbox.status_code == 200 and f"Confirmed {order[:14]}" in inbox.text
+
+
+@pytest.mark.parametrize("sandbox", ["provider", "mail"])
+def test_a_sandboxs_faults_are_read_and_changed_only_with_its_admin_password(
+    sandbox: str, request: pytest.FixtureRequest
+) -> None:
+    """Without `Authorization: Bearer <SANDBOX_ADMIN_PASSWORD>`, or with another, /admin/faults
+    answers 401 and the faults stay as they were."""
+    client: httpx.Client = request.getfixturevalue(sandbox).client
+    setting = {"latency_ms": 7} if sandbox == "provider" else {"failure_rate": 0.0}
+    assert client.put("/admin/faults", json=setting).status_code == 200
+    before = client.get("/admin/faults").json()
+    for credentials in ({}, {"Authorization": "Bearer guess"}, {"Authorization": "Basic c2FuZGJveDpndWVzcw=="}):
+        anonymous = httpx.Client(base_url=str(client.base_url), timeout=10, headers=credentials)
+        for method in ("GET", "PUT", "DELETE"):
+            answer = anonymous.request(method, "/admin/faults", json={} if method == "PUT" else None)
+            assert answer.status_code == 401 and "SANDBOX_ADMIN_PASSWORD" in answer.json()["detail"], (
+                method,
+                credentials,
+            )
+        anonymous.close()
+    assert client.get("/admin/faults").json() == before
+    client.delete("/admin/faults")

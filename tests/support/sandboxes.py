@@ -14,6 +14,9 @@ from services.settings import PROJECT_ROOT
 from tests.support.network import free_port
 from tests.support.waiting import wait_for
 
+ADMIN_PASSWORD = "sandbox-admin-test-password"
+"""What the sandboxes run by the tests take for their /admin/faults (the tests' clients send it)."""
+
 
 def _answers(url: str) -> bool:
     try:
@@ -35,6 +38,7 @@ def running(module: str, database_url: str, host_variable: str, port_variable: s
             "DATABASE_URL": database_url,
             host_variable: "127.0.0.1",
             port_variable: str(port),
+            "SANDBOX_ADMIN_PASSWORD": ADMIN_PASSWORD,
         },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
