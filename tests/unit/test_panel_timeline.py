@@ -120,9 +120,11 @@ def test_outcomes_are_summed_per_outcome_across_event_types() -> None:
     outcomes.labels("c", "A", "applied", "correct").inc(3)
     outcomes.labels("c", "B", "applied", "correct").inc(2)
     outcomes.labels("c", "A", "duplicate", "correct").inc(4)
+    outcomes.labels("c", "B", "duplicate_with_different_content", "correct").inc(1)
     assert outcome_counts(generate_latest(registry).decode()) == {
         "applied": 5.0,
         "duplicate": 4.0,
+        "duplicate_with_different_content": 1.0,
         "retryable_failure": 0.0,
         "terminal_failure": 0.0,
         "ignored": 0.0,
