@@ -111,6 +111,11 @@ def migrate_main(argv: Sequence[str] | None = None) -> None:
         help="a folder of NNNN_description.sql files of your own, applied after the runtime's (repeatable)",
     )  # fmt: skip
     parser.add_argument("--relay-role", help="grant this role what the relay needs on the outbox, and nothing else")
+    parser.add_argument(
+        "--service-role",
+        help="grant this role (the consumer's, which should own nothing) reads and writes on the tables, "
+        "now and later, and the markers' day partitions through the owner's functions; it may create nothing",
+    )
     args = parser.parse_args(argv)
     try:
         with psycopg.connect(_database_url(args.database_url), autocommit=True, connect_timeout=10) as connection:
@@ -121,6 +126,9 @@ def migrate_main(argv: Sequence[str] | None = None) -> None:
             if args.relay_role:
                 schema.grant_relay(connection, args.relay_role)
                 print(f"granted SELECT, UPDATE, DELETE on outbox to {args.relay_role}")
+            if args.service_role:
+                schema.grant_service(connection, args.service_role)
+                print(f"granted {args.service_role} reads and writes on every table, and the markers' day functions")
     except (schema.MigrationError, psycopg.Error) as error:
         raise SystemExit(f"effectively-once-migrate: {str(error).strip()}") from error
 

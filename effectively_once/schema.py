@@ -2,8 +2,10 @@
 
 `migrate` applies the runtime's migrations (namespace `runtime`, from this package) and then a
 service's own folders, each at most once, recorded in `schema_migration`. Concurrent callers
-serialise on an advisory lock. The relay's role is the operator's choice, so its grant is a step
-of its own (`grant_relay`), not part of a migration.
+serialise on an advisory lock. The roles are the operator's choice, so their grants are steps of
+their own, not part of a migration: run the migrations as the role that should own the tables,
+then let the service's role use them (`grant_service`: it reads and writes, and creates nothing)
+and the relay's role publish the outbox (`grant_relay`).
 """
 
 from __future__ import annotations
@@ -92,6 +94,34 @@ def migrate(
             )
             applied.append(f"{migration.namespace}/{migration.path.name}")
     return applied
+
+
+def grant_service(connection: psycopg.Connection[Any], role: str, runtime: bool = True) -> None:
+    """Let `role` (a service's, which owns nothing) use the current schema's tables, those there now
+    and those the owner makes later (the day partitions): read and write rows and use sequences,
+    and, where the runtime's tables are (`runtime`), create and drop the markers' day partitions
+    through the owner's two SECURITY DEFINER functions (migration 0008). Nothing more: it may not
+    create or alter a table. Run it as the tables' owner."""
+    if not role:
+        raise ValueError("the service's role must be named")
+    row = connection.execute("SELECT current_schema()").fetchone()
+    assert row is not None
+    names = {"schema": sql.Identifier(row[0]), "role": sql.Identifier(role)}
+    for statement in (
+        "GRANT USAGE ON SCHEMA {schema} TO {role}",
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}",
+        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {schema} TO {role}",
+        "ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {role}",
+        "ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT USAGE, SELECT ON SEQUENCES TO {role}",
+    ):
+        connection.execute(sql.SQL(statement).format(**names))
+    if runtime:
+        connection.execute(
+            sql.SQL(
+                "GRANT EXECUTE ON FUNCTION processed_message_day(date), "
+                "processed_message_drop_day(date, timestamptz, text) TO {role}"
+            ).format(**names)
+        )
 
 
 def grant_relay(connection: psycopg.Connection[Any], role: str) -> None:

@@ -22,6 +22,12 @@ class ServiceDatabase:
     """True when the service consumes events or writes an outbox (the runtime's tables)."""
 
     @property
+    def owner(self) -> str:
+        """The role that owns the database and its tables (NOLOGIN): migrations run as it, and the
+        service's own role may read and write its tables but create nothing."""
+        return f"{self.name}_owner"
+
+    @property
     def cdc_role(self) -> str:
         """The replication role Debezium reads this database's outbox through (RELAY=debezium)."""
         return f"{self.name}_cdc"

@@ -1,5 +1,11 @@
 """One database and one least-privilege role per service, and numbered SQL migrations.
 
+Each database and its tables belong to an owner role that cannot log in (`<database>_owner`): the
+migrations run as it (the launcher's admin connection, `SET ROLE`). The service's own role may
+connect, read and write the tables and use what the owner grants, and create nothing: not a
+table in `public`, not a temporary one. A database provisioned before owner roles existed (its
+service's role owned it) is handed over on the next run.
+
 Idempotent: every step checks what exists, so `make up` may run it any number of times, and two
 launchers at once serialise on an advisory lock.
 """
@@ -8,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import psycopg
 from psycopg import sql
 
 from effectively_once import schema
 from infra.launcher.errors import LaunchError
-from services.settings import PROJECT_ROOT, Settings, redact
+from services.settings import PROJECT_ROOT, Settings, redact, with_credentials
 from services.topology import AUDITOR_ROLE, DATABASES, RELAY_ROLE, ServiceDatabase
 
 PROVISIONING_LOCK = schema.LOCK  # pg_advisory_lock key shared by every launcher
@@ -32,23 +39,27 @@ def migrations_for(database: ServiceDatabase) -> list[schema.Migration]:
     return runtime + [m for ns, folder in migration_folders(database) for m in schema.migrations_in(ns, folder)]
 
 
-def _ensure_role(admin: psycopg.Connection, role: str, password: str) -> None:
+def _ensure_role(admin: psycopg.Connection, role: str, password: str | None) -> None:
+    """A login role with `password`, or, without one, a role that cannot log in (an owner)."""
     exists = admin.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     verb = "ALTER" if exists else "CREATE"
+    login = sql.SQL("LOGIN PASSWORD {}").format(sql.Literal(password)) if password is not None else sql.SQL("NOLOGIN")
     admin.execute(
-        sql.SQL("{} ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
-            sql.SQL(verb), sql.Identifier(role), sql.Literal(password)
-        )
+        sql.SQL("{} ROLE {} {} NOSUPERUSER NOCREATEDB NOCREATEROLE").format(sql.SQL(verb), sql.Identifier(role), login)
     )
 
 
 def _ensure_database(admin: psycopg.Connection, database: ServiceDatabase) -> None:
     exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database.name,)).fetchone()
-    name, role = sql.Identifier(database.name), sql.Identifier(database.role)
+    name, owner = sql.Identifier(database.name), sql.Identifier(database.owner)
     if not exists:
-        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(name, role))
-    # Only the service's own role (and the read-only auditor) may connect to its database.
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(name, owner))
+    else:
+        admin.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(name, owner))
+    # Only the service's own role (and the read-only auditor) may connect to its database; nobody
+    # but the owner may create anything in it (REVOKE ALL takes TEMPORARY from PUBLIC too).
     admin.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(name))
+    admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(name, sql.Identifier(database.role)))
     admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(name, sql.Identifier(AUDITOR_ROLE)))
     if database.runs_consumer_runtime:
         admin.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(name, sql.Identifier(RELAY_ROLE)))
@@ -67,13 +78,22 @@ def _ensure_replication_role(admin: psycopg.Connection, database: ServiceDatabas
     )
 
 
-def apply_migrations(url: str, database: ServiceDatabase, cdc: bool = False) -> list[str]:
-    """Apply, as the service's own role, every migration not applied yet (the runtime's first,
-    where the service runs it); return their names. `cdc`: let its replication role read the outbox."""
-    with psycopg.connect(url, autocommit=True) as connection:
+def apply_migrations(admin_url: str, database: ServiceDatabase, cdc: bool = False) -> list[str]:
+    """Apply, as the database's owner role, every migration not applied yet (the runtime's first,
+    where the service runs it); return their names. The service's role may then use the tables
+    and create nothing (`schema.grant_service`); `cdc`: its replication role may read the outbox.
+    `admin_url` reaches the database as a role that may act as its owner (a superuser)."""
+    with psycopg.connect(admin_url, autocommit=True) as connection:
+        # A database provisioned before owner roles: its service's role owned it and its tables.
+        connection.execute(
+            sql.SQL("REASSIGN OWNED BY {} TO {}").format(sql.Identifier(database.role), sql.Identifier(database.owner))
+        )
+        connection.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")  # PostgreSQL 14 and older granted it
+        connection.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(database.owner)))
         try:
             runtime = database.runs_consumer_runtime
             applied_now = schema.migrate(connection, migration_folders(database), runtime=runtime)
+            schema.grant_service(connection, database.role, runtime=runtime)
             if runtime:
                 schema.grant_relay(connection, RELAY_ROLE)
             if runtime and cdc:
@@ -96,6 +116,11 @@ def apply_migrations(url: str, database: ServiceDatabase, cdc: bool = False) -> 
     return [f"{database.name}: {name}" for name in applied_now]
 
 
+def _admin_credentials(admin_url: str) -> tuple[str, str]:
+    parts = urlsplit(admin_url)
+    return unquote(parts.username or "postgres"), unquote(parts.password or "")
+
+
 def provision(settings: Settings, say: Callable[[str], None]) -> None:
     """Create roles and databases, then migrate every service database; with RELAY=debezium,
     a replication role for each outbox database too."""
@@ -108,13 +133,20 @@ def provision(settings: Settings, say: Callable[[str], None]) -> None:
                 _ensure_role(admin, RELAY_ROLE, settings.OUTBOX_RELAY_DB_PASSWORD)
                 for database in DATABASES:
                     _ensure_role(admin, database.role, settings.database_password(database))
+                    _ensure_role(admin, database.owner, None)
+                    # The admin runs the migrations as the owner (SET ROLE): a superuser may; a
+                    # managed database's admin role needs the membership.
+                    admin.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(database.owner)))
                     _ensure_database(admin, database)
                     if cdc and database.runs_consumer_runtime:
                         _ensure_replication_role(admin, database, settings.cdc_password(database))
             finally:
                 admin.execute("SELECT pg_advisory_unlock(%s)", (PROVISIONING_LOCK,))
         for database in DATABASES:
-            for name in apply_migrations(settings.service_database_url(database), database, cdc):
+            admin_url = with_credentials(
+                settings.admin_database_url, *_admin_credentials(settings.admin_database_url), database.name
+            )
+            for name in apply_migrations(admin_url, database, cdc):
                 say(f"migrated {name}")
     except psycopg.Error as error:
         raise LaunchError(

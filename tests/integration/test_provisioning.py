@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -11,18 +12,50 @@ from confluent_kafka.admin import AdminClient
 from effectively_once.kafka_client import client_config
 from infra.launcher.provisioning import apply_migrations, migrations_for
 from services.settings import Settings, with_credentials
-from services.topology import CONSUMERS, DATABASES, TOPIC_PARTITIONS, all_topics, database
+from services.topology import CONSUMERS, DATABASES, TOPIC_PARTITIONS, ServiceDatabase, all_topics, database
+
+
+def _admin_url(settings: Settings, name: str) -> str:
+    parts = urlsplit(settings.admin_database_url)
+    return with_credentials(settings.admin_database_url, parts.username or "postgres", parts.password or "", name)
 
 
 def test_every_service_database_is_migrated_and_a_second_run_applies_nothing(
     settings: Settings,
 ) -> None:
     for service_database in DATABASES:
-        url = settings.service_database_url(service_database)
-        assert apply_migrations(url, service_database) == []
-        with psycopg.connect(url) as connection:
+        assert apply_migrations(_admin_url(settings, service_database.name), service_database) == []
+        with psycopg.connect(settings.service_database_url(service_database)) as connection:
             applied = connection.execute("SELECT count(*) FROM schema_migration").fetchone()
         assert applied == (len(migrations_for(service_database)),)
+
+
+@pytest.mark.parametrize("service_database", DATABASES, ids=lambda d: d.name)
+def test_a_service_role_reads_and_writes_its_tables_and_creates_nothing(
+    settings: Settings, service_database: ServiceDatabase
+) -> None:
+    """Only the database's owner role (which cannot log in; the migrations run as it) may create:
+    not a table in public, not a temporary one, not a function."""
+    with psycopg.connect(settings.service_database_url(service_database), autocommit=True) as connection:
+        owner = connection.execute(
+            "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        assert owner == (service_database.owner,)
+        tables = connection.execute(
+            "SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class WHERE relnamespace = 'public'::regnamespace"
+        ).fetchall()
+        assert tables == [(service_database.owner,)]
+        for statement in (
+            "CREATE TABLE trespass (id int)",
+            "CREATE TEMPORARY TABLE trespass (id int)",
+            "CREATE FUNCTION trespass() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "CREATE SCHEMA trespass",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                connection.execute(statement)
+        if service_database.runs_consumer_runtime:
+            connection.execute("SELECT count(*) FROM processed_message").fetchone()
+            connection.execute("SELECT processed_message_day(current_date + 1)")  # the owner's function
 
 
 def test_a_service_role_cannot_connect_to_another_service_database(settings: Settings) -> None:

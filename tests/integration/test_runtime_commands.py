@@ -10,8 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from effectively_once import cli
+from effectively_once.correct_path import CLAIM, claim_row
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services.settings import Settings
@@ -58,6 +60,32 @@ def test_migrate_creates_the_runtime_then_the_teams_own_once_and_grants_the_rela
             "TRUNCATE": (False,),
         }
         assert marker_access == (False,)
+    finally:
+        with psycopg.connect(empty_schema, autocommit=True) as connection:
+            connection.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        with psycopg.connect(settings.admin_database_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_migrate_grants_a_service_role_reads_writes_and_the_day_functions_and_no_creation(
+    empty_schema: str, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    role, password = f"service_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with psycopg.connect(settings.admin_database_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
+    try:
+        cli.migrate_main(["--database-url", empty_schema, "--service-role", role])
+        assert f"granted {role} reads and writes" in capsys.readouterr().out
+        as_service = make_conninfo(empty_schema, user=role, password=password)
+        with psycopg.connect(as_service, autocommit=True) as connection:
+            event = Envelope.new("PointsAwarded", "o-1", {})
+            connection.execute(CLAIM, claim_row("loyalty-points-v1", event))
+            connection.execute("SELECT processed_message_day(current_date + 9)")  # a day made through the owner
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                connection.execute("CREATE TABLE trespass (id int)")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                connection.execute("DROP TABLE processed_message_default")
+            assert connection.execute("SELECT count(*) FROM processed_message").fetchone() == (1,)
     finally:
         with psycopg.connect(empty_schema, autocommit=True) as connection:
             connection.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
