@@ -13,7 +13,14 @@ control endpoints (WSGI) use the same checks (`host_allowed`, `origin_refusal`, 
   Infinity and without NUL or lone surrogates in any string (400, naming where); a form body the
   same, field by field.
 - **Validation errors** (422) name each field and cut long values: a 5 MB field is not echoed.
+  Each error carries FastAPI's documented `loc`, `msg` and `type`, and `field`, `message` and
+  `input` besides.
 - **A backing database that does not answer** is 503 naming the service, never a 500.
+
+Every operation's OpenAPI document says so: 400, 413 (where a body may come) and 503 are
+documented as a `Refusal` (`{"detail": "why"}`), and 422 as either a validation error or a
+refusal (a route's own 422, such as an idempotency conflict), so that what a client reads in the
+document is what it gets (schemathesis checks it, tests/integration/test_api_conformance.py).
 """
 
 from __future__ import annotations
@@ -23,10 +30,14 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import psycopg
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from psycopg_pool import PoolTimeout
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from effectively_once.request_checks import (
     CONTROL_CHARACTERS,
@@ -50,15 +61,22 @@ def _field(location: tuple[Any, ...]) -> str:
     return cut(".".join(str(part) for part in location) or "request")
 
 
-def validation_errors(error: RequestValidationError) -> list[dict[str, str]]:
-    return [
-        {
-            "field": _field(tuple(item.get("loc", ()))),
-            "message": str(item.get("msg", "invalid"))[:300],
-            **({"input": cut(item["input"])} if "input" in item and item["input"] is not None else {}),
-        }
-        for item in error.errors()[:20]
-    ]
+def validation_errors(error: RequestValidationError) -> list[dict[str, Any]]:
+    found = []
+    for item in error.errors()[:20]:
+        location = tuple(item.get("loc", ()))
+        message = str(item.get("msg", "invalid"))[:300]
+        found.append(
+            {
+                "loc": [part if isinstance(part, int) else cut(str(part)) for part in location],
+                "msg": message,
+                "type": str(item.get("type", "value_error")),
+                "field": _field(location),
+                "message": message,
+                **({"input": cut(item["input"])} if "input" in item and item["input"] is not None else {}),
+            }
+        )
+    return found
 
 
 class FrontDoor:
@@ -144,9 +162,82 @@ async def _refuse(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
+class Refusal(BaseModel):
+    """Why a request was refused: the body of every 4xx and 503 that is not a validation error."""
+
+    detail: str
+
+
+REFUSAL = {
+    "title": "Refusal",
+    "type": "object",
+    "required": ["detail"],
+    "properties": {"detail": {"type": "string", "description": "why the request was refused"}},
+}
+BODY_METHODS = ("post", "put", "patch", "delete")
+
+
+VALIDATION_ERROR = {"$ref": "#/components/schemas/HTTPValidationError"}
+
+
+def _refusal_beside(answers: dict[str, Any], status: str, description: str, also: dict[str, str] | None = None) -> None:
+    """Document a Refusal under `status`, beside whatever body the route documents there (and `also`)."""
+    refusal = {"$ref": "#/components/schemas/Refusal"}
+    answer = answers.setdefault(status, {"description": description})
+    content = answer.setdefault("content", {}).setdefault("application/json", {})
+    own = content.get("schema")
+    schemas = [] if own is None else own.get("anyOf", [own])
+    for schema in (also, refusal):
+        if schema is not None and schema not in schemas:
+            schemas.append(schema)
+    content["schema"] = schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+
+
+def _document_refusals(app: FastAPI) -> None:
+    """Add what the front door may answer to every operation of the app's OpenAPI document."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        document = generate()
+        document.setdefault("components", {}).setdefault("schemas", {})["Refusal"] = REFUSAL
+        refusal = {"application/json": {"schema": {"$ref": "#/components/schemas/Refusal"}}}
+        for operations in document.get("paths", {}).values():
+            for method, operation in operations.items():
+                answers = operation.setdefault("responses", {})
+                _refusal_beside(answers, "400", "refused by the front door (the route may refuse too)")
+                if method in BODY_METHODS:
+                    answers.setdefault("413", {"description": "the body is too large", "content": refusal})
+                _refusal_beside(answers, "503", "a backing database does not answer")
+                if "422" in answers:
+                    _refusal_beside(answers, "422", "", also=VALIDATION_ERROR)
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install(app: FastAPI, service: str, allowed: frozenset[str] | None = None) -> None:
-    """Put the front door before `app`; answer validation errors and a silent database as above."""
+    """Put the front door before `app`; answer validation errors and a silent database as above,
+    and document every answer the door may give."""
     app.add_middleware(FrontDoor, allowed=configured_hosts() if allowed is None else allowed)
+    _document_refusals(app)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def refused(request: Request, error: StarletteHTTPException) -> Response:
+        """A 405 names every method the path has (Starlette names only the first route's)."""
+        if error.status_code != 405:
+            return await http_exception_handler(request, error)
+        methods = sorted(
+            {
+                method
+                for route in app.routes
+                if isinstance(route, APIRoute) and route.path_regex.match(request.url.path)
+                for method in route.methods or ()
+            }
+        )
+        return JSONResponse({"detail": "Method Not Allowed"}, status_code=405, headers={"Allow": ", ".join(methods)})
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:

@@ -95,7 +95,9 @@ def _email(address: str) -> str:
 
 EmailAddress = Annotated[
     str,
-    Field(max_length=MAX_EMAIL_LENGTH, examples=["ada@example.com"], strict=True),
+    Field(
+        max_length=MAX_EMAIL_LENGTH, examples=["ada@example.com"], strict=True, json_schema_extra={"format": "email"}
+    ),
     AfterValidator(_email),
 ]
 """A recipient the orders API, the mail sandbox and the notification service all accept."""
@@ -104,12 +106,18 @@ Sku = Annotated[
     StringConstraints(pattern=r"^sku-[a-z0-9-]{1,40}$", strict=True),
     Field(examples=["sku-espresso"]),
 ]
+
+
 Quantity = Annotated[int, Field(ge=1, le=MAX_QUANTITY, strict=True)]
 AmountCents = Annotated[int, Field(gt=0, le=MAX_AMOUNT_CENTS, strict=True)]
 PaymentMethodId = Annotated[str, StringConstraints(pattern=r"^pm_[a-z0-9_]{1,60}$", strict=True)]
+SINGLE_LINE_NOT_BLANK = r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+"""The JSON Schema pattern of what _single_line and _not_blank accept (the OpenAPI documents say it)."""
+SINGLE_LINE = r"^[^\x00-\x1f\x7f-\x9f]*$"
 OrderId = Annotated[
     str,
     StringConstraints(min_length=1, max_length=MAX_KEY_LENGTH, strict=True),
+    Field(json_schema_extra={"pattern": SINGLE_LINE_NOT_BLANK}),
     AfterValidator(_single_line),
     AfterValidator(_not_blank),
 ]

@@ -61,6 +61,23 @@ def _times(body: dict[str, Any]) -> int | None:
     return int(_number(body, "times", 1, 1, 100_000))
 
 
+def _numeric(name: str, value: object) -> object:
+    """A form's text as the number it spells (the sandboxes take JSON numbers only); JSON as it came."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadInput(f"{name} must be a number, not {value[:40]!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise BadInput(f"{name} must be a finite number")
+    return number
+
+
 async def _body(request: Request) -> dict[str, Any]:
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json":
@@ -225,7 +242,9 @@ def router(panel: Panel) -> APIRouter:
     @action("/sandbox-faults")
     def sandbox_faults(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         sandbox = _text(body, "sandbox")
-        fields = {name: value for name, value in body.items() if name != "sandbox" and value not in (None, "")}
+        fields = {
+            name: _numeric(name, value) for name, value in body.items() if name != "sandbox" and value not in (None, "")
+        }
         now = control.set_sandbox_faults(sandbox, fields)
         active = ", ".join(f"{k}={v}" for k, v in now.items() if v and k != "timeout_seconds") or "none"
         return f"{sandbox} faults now: {active}", {"faults": now}

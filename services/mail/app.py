@@ -19,11 +19,12 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from services import http_front_door, sandbox_admin
 from services.saga_fields import (
     MAX_KEY_LENGTH,
+    SINGLE_LINE,
     EmailAddress,
     MessageBody,
     OrderId,
@@ -49,8 +50,33 @@ class MessageIn(BaseModel):
     order_id: OrderId | None = None
 
 
+class Accepted(BaseModel):
+    accepted: bool
+    duplicate: bool
+    """True when this key's message was accepted before: nothing new is sent."""
+
+
+class MailError(BaseModel):
+    error: str
+
+
+IDEMPOTENCY_KEY_SCHEMA: dict[str, JsonValue] = {
+    "description": "required; printable ASCII, not blank: one message per key, however often it comes",
+    "pattern": r"^[ -~]*[!-~][ -~]*$",
+    "maxLength": MAX_KEY_LENGTH,
+}
+SEND_ANSWERS: dict[int | str, dict[str, Any]] = {
+    202: {"description": "accepted, or this key's message accepted before (`duplicate`)", "model": Accepted},
+    400: {"description": "no usable Idempotency-Key", "model": MailError},
+    422: {"description": "the recipient is refused for good (injected)", "model": MailError},
+    503: {"description": "the sandbox failed (injected): try again", "model": MailError},
+}
+
+
 class MailFaults(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """What the next requests meet; rates are probabilities in [0, 1], as JSON numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     failure_rate: float = Field(default=0.0, ge=0, le=1, description="answer 503 without accepting (transient)")
     refusal_rate: float = Field(
@@ -78,9 +104,12 @@ def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMEN
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/v1/messages", status_code=202, tags=["messages"])
+    @app.post("/v1/messages", status_code=202, tags=["messages"], responses=SEND_ANSWERS)
     async def send(
-        message: MessageIn, idempotency_key: Annotated[str | None, Header(max_length=MAX_KEY_LENGTH * 4)] = None
+        message: MessageIn,
+        idempotency_key: Annotated[
+            str | None, Header(max_length=MAX_KEY_LENGTH * 4, json_schema_extra=IDEMPOTENCY_KEY_SCHEMA)
+        ] = None,
     ) -> JSONResponse:
         """Accept a message once per idempotency key; a repeat is acknowledged and counted. A
         missing, empty or blank key is refused (400)."""
@@ -109,7 +138,9 @@ def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMEN
         return JSONResponse({"accepted": True, "duplicate": deliveries > 1}, status_code=202)
 
     @app.get("/v1/messages", tags=["messages"])
-    async def messages(order_id: Annotated[str | None, Query(max_length=255)] = None) -> list[dict[str, Any]]:
+    async def messages(
+        order_id: Annotated[str | None, Query(max_length=255, pattern=SINGLE_LINE)] = None,
+    ) -> list[dict[str, Any]]:
         return await _messages(pool, order_id, 10_000)
 
     @app.get("/", response_class=HTMLResponse, tags=["pages"])

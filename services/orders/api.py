@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, Header, HTTPException, Path, Query, Response
 from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import ConnectionPool
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
@@ -20,15 +20,26 @@ from services import http_front_door
 from services import saga_contract as contract
 from services.saga_fields import MAX_KEY_LENGTH, MAX_LINES, EmailAddress, Quantity, Sku, idempotency_key_problem
 
+IDEMPOTENCY_KEY_SCHEMA = {
+    "description": "printable ASCII, not blank; the same key with the same body returns the same order",
+    "pattern": r"^[ -~]*[!-~][ -~]*$",
+    "maxLength": MAX_KEY_LENGTH,
+}
+"""What the route accepts as a key (it refuses any other with 400, saying why)."""
 ORDERS_PLACED = Counter("eo_orders_placed", "Orders accepted by the API.", ["outcome"])
 for _outcome in ("placed", "replayed", "idempotency_conflict"):
     ORDERS_PLACED.labels(_outcome)  # every series at zero from the start
 
 
+CATALOG_SKUS: list[JsonValue] = list(sorted(contract.CATALOG))
+NO_CONTROL_CHARACTERS: dict[str, JsonValue] = {"pattern": r"^[^\x00-\x1f\x7f]*$"}
+"""What every path and query must be (the front door refuses control characters with 400)."""
+
+
 class OrderLineIn(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    sku: Sku = Field(description="A SKU from the catalog")
+    sku: Sku = Field(description="A SKU from the catalog", json_schema_extra={"enum": CATALOG_SKUS})
     quantity: Quantity
 
     @field_validator("sku")
@@ -84,6 +95,12 @@ class OrderOut(BaseModel):
     history: list[HistoryEntry] = []
 
 
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "no such order", "model": http_front_door.Refusal}}
+REPLAYED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "the same Idempotency-Key and body again: the order placed the first time", "model": OrderOut}
+}
+
+
 def request_hash(order: OrderIn) -> str:
     return hashlib.sha256(json.dumps(order.model_dump(), sort_keys=True).encode()).hexdigest()
 
@@ -112,11 +129,11 @@ def create_app(database_url: str) -> FastAPI:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.post("/orders", response_model=OrderOut, status_code=201, tags=["orders"])
+    @app.post("/orders", response_model=OrderOut, status_code=201, tags=["orders"], responses=REPLAYED)
     def place_order(
         order: OrderIn,
         response: Response,
-        idempotency_key: Annotated[str | None, Header()] = None,
+        idempotency_key: Annotated[str | None, Header(json_schema_extra=IDEMPOTENCY_KEY_SCHEMA)] = None,
     ) -> OrderOut:
         """Place an order. The same Idempotency-Key with the same body returns the same order; an
         empty or blank key is refused (400), since it would be one key for every client."""
@@ -169,8 +186,12 @@ def create_app(database_url: str) -> FastAPI:
             ORDERS_PLACED.labels("placed").inc()
             return _read(connection, order_id)
 
-    @app.get("/orders/{order_id}", response_model=OrderOut, tags=["orders"])
-    def get_order(order_id: Annotated[str, Path(min_length=1, max_length=MAX_KEY_LENGTH)]) -> OrderOut:
+    @app.get("/orders/{order_id}", response_model=OrderOut, tags=["orders"], responses=NOT_FOUND)
+    def get_order(
+        order_id: Annotated[
+            str, Path(min_length=1, max_length=MAX_KEY_LENGTH, json_schema_extra=NO_CONTROL_CHARACTERS)
+        ],
+    ) -> OrderOut:
         """One order with its lines and the saga events it saw, in order."""
         with pool.connection() as connection:
             return _read(connection, order_id)

@@ -19,19 +19,26 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter, make_asgi_app
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from services import http_front_door, sandbox_admin
 from services.payment_provider.faults import FaultState, ProviderFaults
 from services.saga_contract import PAYMENT_METHOD_DECLINED, PROVIDER_KEY_LIFETIME
-from services.saga_fields import MAX_KEY_LENGTH, AmountCents, OrderId, PaymentMethodId, idempotency_key_problem
+from services.saga_fields import (
+    MAX_KEY_LENGTH,
+    SINGLE_LINE,
+    AmountCents,
+    OrderId,
+    PaymentMethodId,
+    idempotency_key_problem,
+)
 
 REQUESTS = Counter("eo_provider_requests", "Charge requests, by what became of them.", ["result"])
 for _result in (
@@ -48,6 +55,42 @@ for _result in (
     REQUESTS.labels(_result)  # every series at zero from the start: `replayed` is the idempotent replays
 ABANDONED_AFTER_SECONDS = 60
 """An in-flight key older than this was abandoned by a crashed request: it may be taken again."""
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+    code: str | None = None
+
+
+class ProviderError(BaseModel):
+    """The provider's refusals, as Stripe words them: `{"error": {"type", "message", "code"?}}`."""
+
+    error: ErrorDetail
+
+
+class Charge(BaseModel):
+    id: str
+    object: Literal["charge"]
+    amount: int
+    order_id: str
+    status: Literal["succeeded"]
+
+
+IDEMPOTENCY_KEY_SCHEMA: dict[str, JsonValue] = {
+    "description": "required; printable ASCII, not blank: one charge per key, however often it comes",
+    "pattern": r"^[ -~]*[!-~][ -~]*$",
+    "maxLength": MAX_KEY_LENGTH,
+}
+"""What the route takes as a key (it refuses any other with 400, saying why)."""
+CHARGE_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"description": "charged (or this key's stored answer, replayed)", "model": Charge},
+    400: {"description": "no usable Idempotency-Key, or a refusal for good (injected)", "model": ProviderError},
+    402: {"description": "the card was declined", "model": ProviderError},
+    409: {"description": "a request with this key is still being processed", "model": ProviderError},
+    422: {"description": "this key was used with another body", "model": ProviderError},
+    500: {"description": "the sandbox failed (injected); nothing was done", "model": ProviderError},
+}
 
 
 class ChargeIn(BaseModel):
@@ -82,9 +125,12 @@ def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMEN
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/v1/charges", tags=["charges"])
+    @app.post("/v1/charges", tags=["charges"], responses=CHARGE_ANSWERS)
     async def create_charge(
-        charge: ChargeIn, idempotency_key: Annotated[str | None, Header(max_length=MAX_KEY_LENGTH * 4)] = None
+        charge: ChargeIn,
+        idempotency_key: Annotated[
+            str | None, Header(max_length=MAX_KEY_LENGTH * 4, json_schema_extra=IDEMPOTENCY_KEY_SCHEMA)
+        ] = None,
     ) -> JSONResponse:
         """Charge once per Idempotency-Key, however often the request comes. A missing, empty or
         blank key is refused (400) and nothing is stored."""
@@ -208,7 +254,7 @@ def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMEN
 
     @app.get("/v1/charges", tags=["charges"])
     async def list_charges(
-        order_id: Annotated[str | None, Query(max_length=255)] = None,
+        order_id: Annotated[str | None, Query(max_length=255, pattern=SINGLE_LINE)] = None,
     ) -> list[dict[str, Any]]:
         """The ledger, or one order's charges."""
         async with pool.connection() as connection:

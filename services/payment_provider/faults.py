@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class ProviderFaults(BaseModel):
     """What the next requests meet. Rates are probabilities in [0, 1]."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     decline_rate: float = Field(default=0.0, ge=0, le=1, description="decline a card that would pass")
     error_rate: float = Field(default=0.0, ge=0, le=1, description="answer 500 before doing anything")
