@@ -6,7 +6,9 @@ transaction committed or its dead letter was confirmed, nor past an earlier mess
 partition that is not (CONSUMER_WORKERS: key_ordered_lanes.py). On a rebalance, what is stored is
 committed before the partitions go (revoke); when partitions are lost, nothing is committed.
 With cooperative-sticky assignment (the default) a rebalance revokes only the partitions that move;
-librdkafka assigns and unassigns them incrementally after these callbacks return.
+librdkafka assigns and unassigns them incrementally after these callbacks return. A partition
+assigned and never consumed while messages wait on it (a coordinator gone mid-rebalance) is found
+between polls and repaired (stall_watch.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +31,7 @@ from .kafka_client import client_config
 from .key_ordered_lanes import KeyOrderedLanes, acknowledged_prefix
 from .outcomes import Outcome
 from .processor import MessageProcessor, TerminalFailure
+from .stall_watch import StallWatch
 from .telemetry import ids
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,9 @@ class LoopConfig:
     """The consumer group; None: the consumer name (one group per consumer)."""
     poll_timeout_seconds: float = 0.5
     retry_backoff_cap_seconds: float = 5.0
+    stall_after_seconds: float = 60.0
+    """A partition with messages waiting that the member has not consumed for this long is stalled:
+    reported, then sought to its committed offset, then the member rejoins the group."""
     assignment: str = "cooperative-sticky"
     """librdkafka's `partition.assignment.strategy`. Cooperative-sticky: a rebalance moves only the
     partitions that change owner, and the others go on being consumed meanwhile. "range,roundrobin"
@@ -110,6 +116,7 @@ class ConsumerLoop:
         on_close: Callable[[], None] = lambda: None,
         between_polls: Callable[[Consumer], None] | None = None,
         workers: Sequence[MessageProcessor] = (),
+        held_on_purpose: Callable[[], Collection[str]] = frozenset,
     ) -> None:
         self.config = config
         self.processor = processor
@@ -127,6 +134,9 @@ class ConsumerLoop:
         self._stopping = False
         self.between_polls = between_polls
         """Called with the Kafka consumer before each poll (the lab controls' hook; none in production)."""
+        self.held_on_purpose = held_on_purpose
+        """Topics this member holds back on purpose (the lab controls' hold): quiet, not stalled."""
+        self.stall_watch = StallWatch(self.name, config.stall_after_seconds)
         self._retry_round = 0
         self._look_ahead = True
         """Whether the next poll's committed markers are read first: after a poll that held a
@@ -138,9 +148,14 @@ class ConsumerLoop:
         """Finish the message in hand, then leave (SIGTERM calls this)."""
         self._stopping = True
 
+    def _subscribe(self) -> None:
+        self._consumer.subscribe(
+            list(self.config.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+
     def run(self, until: Callable[[], bool] = lambda: False) -> None:
         """Consume until stop() or `until()`; then close, committing what is stored."""
-        self._consumer.subscribe(list(self.config.topics), on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._subscribe()
         log.info(
             "consuming %s",
             ", ".join(self.config.topics),
@@ -150,6 +165,8 @@ class ConsumerLoop:
             while not self._stopping and not until():
                 if self.between_polls is not None:
                     self.between_polls(self._consumer)
+                if self.stall_watch.check(self._consumer, self.held_on_purpose()):
+                    self._rejoin()
                 messages = self._next_messages()
                 if messages:
                     self.handle(messages)
@@ -192,7 +209,20 @@ class ConsumerLoop:
 
     # Rebalances -----------------------------------------------------------------------------
 
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.stall_watch.assigned(partitions)
+
+    def _rejoin(self) -> None:
+        """Leave the group and join it again (a stalled partition the seek did not repair):
+        what is stored is committed first, as on any revoke."""
+        with contextlib.suppress(KafkaException):
+            self._consumer.commit(asynchronous=False)
+        self._consumer.unsubscribe()
+        self.stall_watch.forget_all()
+        self._subscribe()
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.stall_watch.revoked(partitions)
         for partition in partitions:  # another member reports these now
             with contextlib.suppress(KeyError):
                 metrics.LAG_MESSAGES.remove(self.name, partition.topic, str(partition.partition))
@@ -203,6 +233,7 @@ class ConsumerLoop:
                 log.warning("commit on revoke failed: %s", error, extra={"consumer": self.name})
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.stall_watch.revoked(partitions)
         log.warning(
             "partitions lost; nothing committed for them: they will be redelivered",
             extra={"consumer": self.name},
@@ -212,7 +243,18 @@ class ConsumerLoop:
 
     def handle(self, messages: Sequence[Message]) -> None:
         """Process one poll's messages, a transaction at a time, acknowledging after each; with
-        workers, over the key-ordered lanes, acknowledging each partition's done prefix after all."""
+        workers, over the key-ordered lanes, acknowledging each partition's done prefix after all.
+        Their partitions flow (the stall watch hears it on receipt and once they are handled)."""
+        received = {(m.topic() or "", m.partition() or 0) for m in messages}
+        for where in received:
+            self.stall_watch.progressed(where)
+        try:
+            self._handle(messages)
+        finally:
+            for where in received:
+                self.stall_watch.progressed(where)
+
+    def _handle(self, messages: Sequence[Message]) -> None:
         deliveries: list[_Delivery] = []
         for message in messages:
             error = message.error()

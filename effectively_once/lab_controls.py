@@ -55,6 +55,10 @@ class LabControls:
         self._hold_requests.put((topic, seconds, future))
         return future
 
+    def held_topics(self) -> frozenset[str]:
+        """The topics held back now: quiet on purpose, never stalled (consumer_loop's stall watch)."""
+        return frozenset(self._held)
+
     def holds(self) -> dict[str, float]:
         """Topic -> seconds its hold has left."""
         now = time.monotonic()

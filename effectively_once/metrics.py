@@ -40,6 +40,16 @@ LAG_MESSAGES = Gauge(
     "Messages on a partition past this consumer's position (librdkafka's consumer_lag, every 5 s).",
     ["consumer", "topic", "partition"],
 )
+PARTITION_STALLED = Gauge(
+    "eo_consumer_partition_stalled",
+    "1 while a partition this member holds has messages waiting and none consumed (stall_watch.py).",
+    ["consumer", "topic", "partition"],
+)
+STALL_RECOVERIES = Counter(
+    "eo_consumer_stall_recoveries",
+    "What the member did about a stalled partition: seek (to its committed offset), rejoin (the group).",
+    ["consumer", "how"],
+)
 OLDEST_UNACKNOWLEDGED_SECONDS = Gauge(
     "eo_consumer_oldest_unacknowledged_seconds",
     "Age of the oldest message received but not yet acknowledged (0 when none).",
@@ -83,3 +93,5 @@ def precreate(consumer: str, strategy: str, event_types: Iterable[str]) -> None:
     for reason in DEAD_LETTER_REASONS:
         DEAD_LETTERS.labels(consumer, reason)
     OLDEST_UNACKNOWLEDGED_SECONDS.labels(consumer).set(0)
+    for how in ("seek", "rejoin"):
+        STALL_RECOVERIES.labels(consumer, how)

@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Literal
 
@@ -72,6 +72,9 @@ class ConsumerSettings(ProcessSettings):
     """How a group's partitions are shared: cooperative-sticky moves only the partitions that change
     owner; "range,roundrobin" (eager) lets the group take members of a client without the
     cooperative protocol (the TypeScript inventory consumer's kafkajs)."""
+    CONSUMER_STALL_SECONDS: float = Field(default=60, gt=0, le=3600)
+    """A partition with messages waiting and none consumed for this long is stalled: reported
+    (eo_consumer_partition_stalled), sought to its committed offset, then rejoined."""
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
     """Members of the consumer group this process runs, each on its own thread, connection and
     partitions. Above 1, a duplicate that reaches two partitions really races."""
@@ -92,12 +95,15 @@ def build(
     between_polls: Callable[[Consumer], None] | None = None,
     windows: Sequence[Window] = (),
     purge: bool = True,
+    held_on_purpose: Callable[[], Collection[str]] = frozenset,
 ) -> ConsumerLoop:
     """A ready consumer loop; nothing connects until it runs.
 
     `windows`: how long a message may come back through ways Kafka cannot show (a remote side's
     idempotency-key lifetime); the marker purge weighs them with what Kafka shows. `purge=False`
-    leaves the marker purge to the caller (`run` starts one per process, not one per member)."""
+    leaves the marker purge to the caller (`run` starts one per process, not one per member).
+    `held_on_purpose`: the topics `between_polls` holds back (the lab controls' hold), which the
+    stall watch must not take for stalled."""
     faults = faults or FaultPoints()
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
@@ -149,6 +155,7 @@ def build(
         batch_size=settings.CONSUMER_BATCH_SIZE,
         instance_id=settings.EO_INSTANCE_ID,
         group_id=settings.CONSUMER_GROUP,
+        stall_after_seconds=settings.CONSUMER_STALL_SECONDS,
         assignment=settings.CONSUMER_ASSIGNMENT,
         kafka=dict(kafka or {}),
     )
@@ -163,7 +170,13 @@ def build(
             close()
 
     return ConsumerLoop(
-        loop_config, processor, dead_letters, on_close=close_all, between_polls=between_polls, workers=workers
+        loop_config,
+        processor,
+        dead_letters,
+        on_close=close_all,
+        between_polls=between_polls,
+        workers=workers,
+        held_on_purpose=held_on_purpose,
     )
 
 
@@ -257,6 +270,7 @@ def run(
             paths=paths,
             between_polls=controls,
             purge=False,
+            held_on_purpose=controls.held_topics if controls is not None else frozenset,
         )
         loops.append(loop)
         if controls is not None:

@@ -79,10 +79,23 @@ class ProcessState:
     """Topic -> seconds its hold has left."""
     horizon_seconds: float | None = None
     configured_horizon_seconds: float | None = None
+    stalled: list[str] = field(default_factory=list)
+    """Partitions it holds with messages waiting and none consumed, `topic/partition`."""
 
     @property
     def horizon_shortened(self) -> bool:
         return self.horizon_seconds != self.configured_horizon_seconds
+
+
+def stalled_partitions(exposition: str) -> list[str]:
+    """The partitions a /metrics page reports stalled (eo_consumer_partition_stalled = 1)."""
+    return sorted(
+        f"{sample.labels.get('topic')}/{sample.labels.get('partition')}"
+        for family in text_string_to_metric_families(exposition)
+        if family.name == "eo_consumer_partition_stalled"
+        for sample in family.samples
+        if sample.value == 1
+    )
 
 
 def outcome_counts(exposition: str) -> dict[str, float]:
@@ -153,6 +166,7 @@ class ControlPlane:
         state.fired = dict(faults.get("fired", {}))
         state.consumer = faults.get("consumer")
         state.outcomes = outcome_counts(metrics) if state.consumer else {}
+        state.stalled = stalled_partitions(metrics) if state.consumer else []
         state.started_at = start_time(metrics)
         if state.consumer:
             try:

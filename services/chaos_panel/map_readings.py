@@ -27,6 +27,7 @@ def _process(state: ProcessState, restarts: int, now: float) -> ProcessReading:
         strategy=state.strategy,
         armed=tuple(f"{arming['action']} @ {point}" for point, arming in state.armed.items()),
         totals=dict(state.outcomes),
+        stalled=tuple(state.stalled),
     )
 
 

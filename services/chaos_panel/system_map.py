@@ -48,6 +48,8 @@ class ProcessReading:
     """Each armed fault as `action @ point`."""
     totals: dict[str, float] = field(default_factory=dict)
     """Outcome -> deliveries counted since the process started."""
+    stalled: tuple[str, ...] = ()
+    """Partitions it holds with messages waiting and none consumed (`topic/partition`)."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +225,9 @@ def _consumer_box(consumer: str, y: int, readings: Readings) -> Box:
         other_content = totals.get("duplicate_with_different_content", 0)
         if other_content:
             box.lines.append(Line(f"⚠ {_count(other_content)} dup with other content", "bad"))
+        if reading.stalled:
+            more = f" (+{len(reading.stalled) - 1})" if len(reading.stalled) > 1 else ""
+            box.lines.append(Line(f"⚠ stalled: {reading.stalled[0]}{more}", "bad"))
         if reading.strategy not in (None, "correct"):
             box.lines.append(Line(f"strategy: {reading.strategy}", "bad"))
     return _process_box(box, reading)

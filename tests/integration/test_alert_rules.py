@@ -20,5 +20,7 @@ def test_the_alert_rules_are_valid() -> None:
 
 
 def test_a_slot_that_keeps_growing_fires_its_alert_and_an_idle_one_does_not() -> None:
+    """Every rule's promtool test (alerts.test.yml): a slot that keeps growing fires and an idle
+    one does not; a partition stalled for minutes fires and one that recovered does not."""
     tested = _promtool("test", "rules", str(TESTS))
     assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -275,3 +275,74 @@ def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
     assert not member.is_alive(), "the fenced member kept polling a client that will never consume again"
     assert [type(error).__name__ for error in failed] == ["ClientFailed"], failed
     assert "fenced" in str(failed[0]).lower()
+
+
+def _stalling_loop(
+    settings: Settings, runtime_db: str, name: str, topics: Topics, held: frozenset[str] = frozenset()
+) -> ConsumerLoop:
+    """A loop whose client stops fetching every partition it is given, behind the loop's back: what a
+    member out of a rebalance whose coordinator went away was left with (assigned, never fetched)."""
+    stopped: list[bool] = []
+
+    def stop_fetching(consumer: Consumer) -> None:
+        if not stopped and consumer.assignment():
+            consumer.pause(consumer.assignment())
+            stopped.append(True)
+
+    return runner.build(
+        name,
+        (topics.events,),
+        {LEDGER_ENTRY: ledger_handler(name)},
+        runner.ConsumerSettings(
+            DATABASE_URL=runtime_db,
+            KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
+            CONSUMER_STALL_SECONDS=2,
+        ),
+        dead_letter_topic=topics.dead_letters,
+        between_polls=stop_fetching,
+        held_on_purpose=lambda: held,
+    )
+
+
+def _recoveries(name: str, how: str) -> float:
+    return REGISTRY.get_sample_value("eo_consumer_stall_recoveries_total", {"consumer": name, "how": how}) or 0.0
+
+
+def test_a_partition_assigned_and_never_fetched_is_found_stalled_sought_and_its_messages_applied_once(
+    settings: Settings, runtime_db: str, name: str, topics: Topics
+) -> None:
+    loop = _stalling_loop(settings, runtime_db, name, topics)
+    events = [entry(f"order-{n}") for n in range(6)]
+    producer = Producer(client_config(settings.kafka_bootstrap_servers, {"acks": "all"}))
+    for event in events:
+        producer.produce(topics.events, key=event.key.encode(), value=event.to_json())
+    assert producer.flush(30) == 0
+
+    seen_stalled: list[list[tuple[str, int]]] = []
+
+    def done() -> bool:
+        if loop.stall_watch.stalled():
+            seen_stalled.append(loop.stall_watch.stalled())
+        return all(ledger_rows(runtime_db, name, event.message_id) == 1 for event in events)
+
+    _run_until(loop, done, timeout=60)
+    assert seen_stalled and all(topic == topics.events for topic, _ in seen_stalled[0]), seen_stalled
+    assert _recoveries(name, "seek") >= 1
+    assert loop.stall_watch.stalled() == [], "once consumed again, no partition is reported stalled"
+    for topic, partition in seen_stalled[0]:
+        labels = {"consumer": name, "topic": topic, "partition": str(partition)}
+        assert REGISTRY.get_sample_value("eo_consumer_partition_stalled", labels) == 0
+
+
+def test_a_topic_held_back_on_purpose_is_quiet_not_stalled(
+    settings: Settings, runtime_db: str, name: str, topics: Topics
+) -> None:
+    loop = _stalling_loop(settings, runtime_db, name, topics, held=frozenset({topics.events}))
+    event = entry("order-held")
+    producer = Producer(client_config(settings.kafka_bootstrap_servers, {"acks": "all"}))
+    producer.produce(topics.events, key=event.key.encode(), value=event.to_json())
+    assert producer.flush(30) == 0
+    started = time.monotonic()
+    loop.run(until=lambda: time.monotonic() - started > 6)
+    assert ledger_rows(runtime_db, name, event.message_id) == 0, "held back: not consumed"
+    assert loop.stall_watch.stalled() == [] and _recoveries(name, "seek") == 0

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from services.chaos_panel.control_plane import outcome_counts
+from services.chaos_panel.control_plane import outcome_counts, stalled_partitions
 from services.chaos_panel.records import OutboxEvent, literal
 from services.chaos_panel.telemetry_store import TelemetryStore
 from services.chaos_panel.timeline import build
@@ -129,6 +129,14 @@ def test_outcomes_are_summed_per_outcome_across_event_types() -> None:
         "terminal_failure": 0.0,
         "ignored": 0.0,
     }
+
+
+def test_the_stalled_partitions_a_process_reports_are_read_from_its_metrics() -> None:
+    registry = CollectorRegistry()
+    stalled = Gauge("eo_consumer_partition_stalled", "", ["consumer", "topic", "partition"], registry=registry)
+    stalled.labels("c", "inventory.events", "2").set(1)
+    stalled.labels("c", "payment.events", "0").set(0)
+    assert stalled_partitions(generate_latest(registry).decode()) == ["inventory.events/2"]
 
 
 def test_ids_from_the_user_become_safe_sql_literals() -> None:

@@ -91,6 +91,15 @@ def test_a_process_down_just_back_or_teaching_says_so_in_words_not_only_colour()
     assert "Auditor (down): red: 2 anomalies" in words
 
 
+def test_a_consumer_with_a_stalled_partition_or_a_copy_with_other_content_says_which() -> None:
+    reading = ProcessReading(
+        up=True, totals={"applied": 5, "duplicate_with_different_content": 2}, stalled=("inventory.events/2",)
+    )
+    words = "\n".join(as_text(build(Readings(processes={"payment": reading}))))
+    assert "⚠ stalled: inventory.events/2" in words
+    assert "⚠ 2 dup with other content" in words
+
+
 reading = st.builds(
     ProcessReading,
     up=st.booleans(),
@@ -98,7 +107,11 @@ reading = st.builds(
     uptime_seconds=st.none() | st.floats(0, 10**7),
     strategy=st.sampled_from([None, "correct", "check_then_act", "marker_before_in_separate_txn"]),
     armed=st.lists(st.text(min_size=1, max_size=80), max_size=4).map(tuple),
-    totals=st.dictionaries(st.sampled_from(["applied", "duplicate", "retryable_failure"]), st.floats(0, 10**12)),
+    totals=st.dictionaries(
+        st.sampled_from(["applied", "duplicate", "duplicate_with_different_content", "retryable_failure"]),
+        st.floats(0, 10**12),
+    ),
+    stalled=st.lists(st.sampled_from([f"{t}/{n}" for t in EVENT_TOPICS for n in range(3)]), max_size=3).map(tuple),
 )
 consumers = st.sampled_from([consumer.name for consumer in CONSUMERS])
 figure = st.floats(0, 10**9)
