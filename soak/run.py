@@ -98,6 +98,7 @@ class Soak:
             f"http://127.0.0.1:{settings.PAYMENT_PROVIDER_PORT}",
             f"http://127.0.0.1:{settings.MAIL_PORT}",
             self.api,
+            sandbox_password=settings.SANDBOX_ADMIN_PASSWORD,
         )
         self.injector = Injector(settings.kafka_bootstrap_servers)
         self.query: Query = database_reader(lambda name: settings.auditor_database_url(database(name)))
