@@ -25,7 +25,13 @@ def _emit(
 
 
 DECIDE = """INSERT INTO reservation_decision (order_id, decided_by) VALUES (%s, %s)
-              ON CONFLICT (order_id) DO NOTHING RETURNING order_id"""
+              ON CONFLICT (order_id) DO UPDATE SET decided_by = excluded.decided_by
+               WHERE reservation_decision.decided_by = excluded.decided_by
+              RETURNING order_id"""
+"""The order's decision, claimed: a row back when this message may decide it (the first to come;
+or this very message again, which only a consumer whose marker did not guard it sees, and which
+then decides again as a consumer without a marker would: the teaching strategies show it); no row
+for the same order under another message id, a semantic duplicate."""
 DECIDED = "UPDATE reservation_decision SET outcome = %s, reason = %s WHERE order_id = %s"
 
 

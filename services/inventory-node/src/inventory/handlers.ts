@@ -36,9 +36,13 @@ async function emit(
   await addToOutbox(transaction, newEnvelope(type, orderId, payload, traceId), INVENTORY_EVENTS);
 }
 
-/** The order's one decision, claimed before anything else (inventory migration 0002). */
+/** The order's one decision, claimed before anything else (inventory migration 0002): a row back
+ * when this message may decide it (the first; or this very message again, which only a consumer
+ * whose marker did not guard it sees); none for the same order under another message id. */
 const DECIDE = `INSERT INTO reservation_decision (order_id, decided_by) VALUES ($1, $2)
-                ON CONFLICT (order_id) DO NOTHING RETURNING order_id`;
+                ON CONFLICT (order_id) DO UPDATE SET decided_by = excluded.decided_by
+                 WHERE reservation_decision.decided_by = excluded.decided_by
+                RETURNING order_id`;
 const DECIDED = "UPDATE reservation_decision SET outcome = $1, reason = $2 WHERE order_id = $3";
 
 /** OrderPlaced: reserve every line, or none of them and say why; once per order, whatever ids its

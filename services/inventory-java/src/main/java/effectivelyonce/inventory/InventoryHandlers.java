@@ -42,10 +42,16 @@ public class InventoryHandlers {
     Outbox.add(transaction, Envelope.create(type, orderId, payload, traceId), INVENTORY_EVENTS);
   }
 
-  /** The order's one decision, claimed before anything else (inventory migration 0002). */
+  /**
+   * The order's one decision, claimed before anything else (inventory migration 0002): a row back
+   * when this message may decide it (the first; or this very message again, which only a consumer
+   * whose marker did not guard it sees); none for the same order under another message id.
+   */
   static final String DECIDE = """
       INSERT INTO reservation_decision (order_id, decided_by) VALUES (?, ?)
-      ON CONFLICT (order_id) DO NOTHING RETURNING order_id""";
+      ON CONFLICT (order_id) DO UPDATE SET decided_by = excluded.decided_by
+       WHERE reservation_decision.decided_by = excluded.decided_by
+      RETURNING order_id""";
   static final String DECIDED = "UPDATE reservation_decision SET outcome = ?, reason = ? WHERE order_id = ?";
 
   /** OrderPlaced: reserve every line, or none of them and say why; once per order, whatever ids its
