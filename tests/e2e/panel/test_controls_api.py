@@ -191,16 +191,18 @@ def test_provider_timeout_after_charging_still_charges_once(clean: PanelSystem) 
     assert clean.wait_final(order_id, timeout=90) == "CONFIRMED"
     assert clean.panel.get("/api/sandbox-faults/payment-provider").json()["timeout_after_charge"] == 0  # it fired
     assert clean.audit()["green"]  # one charge, though the first answer never arrived
-    clean.act("sandbox-faults", sandbox="payment-provider", error_rate=0.5, latency_ms=10, decline_rate=0.1)
-    assert (
-        httpx.get(f"http://127.0.0.1:{clean.settings.PAYMENT_PROVIDER_PORT}/admin/faults").json()["error_rate"] == 0.5
-    )
+    clean.act("sandbox-faults", sandbox="payment-provider", error_rate="0.5", latency_ms=10, decline_rate=0.1)
+    assert clean.panel.get("/api/sandbox-faults/payment-provider").json()["error_rate"] == 0.5
     clean.act("sandbox-faults", sandbox="mail", failure_rate=1)
-    assert httpx.get(f"http://127.0.0.1:{clean.settings.MAIL_PORT}/admin/faults").json()["failure_rate"] == 1
+    assert clean.panel.get("/api/sandbox-faults/mail").json()["failure_rate"] == 1
     bad = clean.panel.post("/api/sandbox-faults", json={"sandbox": "mail", "failure_rate": 3})
     assert bad.status_code == 422 and "422" in bad.json()["message"]
+    not_a_number = clean.panel.post("/api/sandbox-faults", json={"sandbox": "mail", "failure_rate": "often"})
+    assert not_a_number.status_code == 400 and "failure_rate must be a number" in not_a_number.json()["message"]
+    anonymous = httpx.delete(f"http://127.0.0.1:{clean.settings.MAIL_PORT}/admin/faults")
+    assert anonymous.status_code == 401, "only the panel, with the sandbox's admin password, changes its faults"
     clean.act("reset")
-    assert httpx.get(f"http://127.0.0.1:{clean.settings.MAIL_PORT}/admin/faults").json()["failure_rate"] == 0
+    assert clean.panel.get("/api/sandbox-faults/mail").json()["failure_rate"] == 0
 
 
 @pytest.mark.parametrize(
@@ -237,7 +239,7 @@ def test_reset_disarms_everything_and_restores_every_strategy(system: PanelSyste
     assert system.act("reset")["problems"] == []
     state = system.panel.get("/api/state").json()
     assert state["teaching"] == [] and all(p["armed"] == {} for p in state["processes"])
-    assert httpx.get(f"http://127.0.0.1:{system.settings.MAIL_PORT}/admin/faults").json()["failure_rate"] == 0
+    assert system.panel.get("/api/sandbox-faults/mail").json()["failure_rate"] == 0
 
 
 def test_reset_releases_every_held_topic_and_restores_every_horizon(system: PanelSystem) -> None:
