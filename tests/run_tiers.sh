@@ -1,36 +1,50 @@
 #!/usr/bin/env bash
-# `make test`: every test, as two pytest runs side by side.
+# `make test`: every test, as three pytest runs side by side.
 #
 #   first:  the end-to-end tests that start whole systems of their own (own state directory, own
-#           ports), the relay's leader-loss staging and the example service's contract suite;
-#   second: the unit and integration tests and the panel's end-to-end package.
+#           ports);
+#   second: the unit and integration tests and the panel's end-to-end package;
+#   third:  the black-box contract suite (three stacks' processes), the HTTP APIs' conformance,
+#           the relay's leader-loss staging and the example service's contract suite.
 #
-# Most of either run's time is spent waiting on processes, so on two cores they overlap well; the
-# split keeps the two about as long as each other. Each run has its own PostgreSQL and Kafka for
-# the tests that share one (the first on ports of its own, 29532 and 29592, outside both bands
-# below), and picks the ports of the servers its tests start from a band of its own
-# (EO_TEST_PORTS), so the two never collide. The first run's output is kept in
-# artifacts/test-e2e.log and printed when both are done; the exit status fails if either failed.
+# Most of any run's time is spent waiting on processes (about half a core is busy on average),
+# so on two cores they overlap well; the split keeps the three about as long as each other. Each
+# run has its own PostgreSQL and Kafka for the tests that share one (the first on ports 29532 and
+# 29592, the third on 29632 and 29692, outside every band below), and picks the ports of the
+# servers its tests start from a band of its own (EO_TEST_PORTS), so they never collide. The
+# first and third runs' output is kept in artifacts/test-e2e.log and artifacts/test-third.log and
+# printed when all are done; the exit status fails if any failed.
 set -uo pipefail
 python=$1
 shift
 mkdir -p artifacts
-# What both would otherwise fetch at the same moment into the same cache: fetched once, first.
+# What they would otherwise fetch at the same moment into the same cache: fetched once, first.
 "$python" -m infra.launcher prepare || exit 1
-log=artifacts/test-e2e.log
+first_log=artifacts/test-e2e.log
+third_log=artifacts/test-third.log
 shared=$("$python" -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')
+THIRD=(tests/integration/test_black_box_contract.py tests/integration/test_api_conformance.py
+       tests/integration/test_relay_leader_loss.py tests/integration/test_example_service.py)
 EO_TEST_PORTS=20000-25399 EO_STATE_DIR="$shared-second" POSTGRES_PORT=29532 KAFKA_PORT=29592 \
-  KAFKA_CONTROLLER_PORT=29593 "$python" -m pytest tests/e2e --ignore=tests/e2e/panel \
-  tests/integration/test_relay_leader_loss.py tests/integration/test_example_service.py "$@" >"$log" 2>&1 &
+  KAFKA_CONTROLLER_PORT=29593 "$python" -m pytest tests/e2e --ignore=tests/e2e/panel "$@" >"$first_log" 2>&1 &
 first=$!
-trap 'kill "$first" 2>/dev/null' INT TERM
-EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel \
-  --deselect tests/integration/test_relay_leader_loss.py --deselect tests/integration/test_example_service.py "$@"
+EO_TEST_PORTS=30000-32000 EO_STATE_DIR="$shared-third" POSTGRES_PORT=29632 KAFKA_PORT=29692 \
+  KAFKA_CONTROLLER_PORT=29693 "$python" -m pytest "${THIRD[@]}" "$@" >"$third_log" 2>&1 &
+third=$!
+trap 'kill "$first" "$third" 2>/dev/null' INT TERM
+deselect=()
+for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
+EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel "${deselect[@]}" "$@"
 second=$?
 echo
-echo "== unit, integration and panel tests: exit $second; the other end-to-end tests ($log):"
+echo "== unit, integration and panel tests: exit $second; the other end-to-end tests ($first_log):"
 wait "$first"
 first_status=$?
-cat "$log"
-echo "== unit, integration and panel tests: exit $second; the other end-to-end tests: exit $first_status"
-exit $((second != 0 || first_status != 0))
+cat "$first_log"
+echo "== the black-box suite, the APIs' conformance, leader loss, the example ($third_log):"
+wait "$third"
+third_status=$?
+cat "$third_log"
+echo "== unit, integration and panel tests: exit $second; the other end-to-end tests: exit $first_status;" \
+  "black-box, conformance, leader loss, example: exit $third_status"
+exit $((second != 0 || first_status != 0 || third_status != 0))
