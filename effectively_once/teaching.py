@@ -89,14 +89,15 @@ class AckBeforeCommit(CorrectPath):
     batches = False
 
 
-class MessageIdOnlyKey(_OneAtATime):
-    """One marker per message for every consumer: the second consumer of a message skips it."""
+class _MarkerKeyedAmiss(_OneAtATime):
+    """The correct claim, its marker owned by another name than the consumer's alone."""
 
-    strategy = Strategy.MESSAGE_ID_ONLY_KEY
+    def owner(self, run: Attempt, event: Envelope) -> str:
+        raise NotImplementedError
 
     def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
         with transaction(run.connection):
-            if not run.connection.execute(CLAIM, claim_row(MESSAGE_ID_ONLY_CONSUMER, event)).fetchone():
+            if not run.connection.execute(CLAIM, claim_row(self.owner(run, event), event)).fetchone():
                 return Outcome.DUPLICATE
             run.hit("after_claim")
             call_handler(handler, event, run.connection)
@@ -104,22 +105,24 @@ class MessageIdOnlyKey(_OneAtATime):
         return Outcome.APPLIED
 
 
-class OccurredAtInKey(_OneAtATime):
+class MessageIdOnlyKey(_MarkerKeyedAmiss):
+    """One marker per message for every consumer: the second consumer of a message skips it."""
+
+    strategy = Strategy.MESSAGE_ID_ONLY_KEY
+
+    def owner(self, run: Attempt, event: Envelope) -> str:
+        return MESSAGE_ID_ONLY_CONSUMER
+
+
+class OccurredAtInKey(_MarkerKeyedAmiss):
     """The marker's key holds a field besides the id (the time the message occurred, as a marker
     table partitioned by that time must): a copy with the same id and another occurred_at claims
     a marker of its own and is applied again."""
 
     strategy = Strategy.OCCURRED_AT_IN_KEY
 
-    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
-        with transaction(run.connection):
-            keyed = f"{run.consumer_name}@{event.occurred_at.isoformat()}"
-            if not run.connection.execute(CLAIM, claim_row(keyed, event)).fetchone():
-                return Outcome.DUPLICATE
-            run.hit("after_claim")
-            call_handler(handler, event, run.connection)
-            run.hit("before_commit")
-        return Outcome.APPLIED
+    def owner(self, run: Attempt, event: Envelope) -> str:
+        return f"{run.consumer_name}@{event.occurred_at.isoformat()}"
 
 
 class MemoryDedupOnly(_OneAtATime):

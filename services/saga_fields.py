@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, Field, JsonValue, StringConstraints
 
 MAX_LINES = 20
 MAX_QUANTITY = 100
@@ -133,6 +133,20 @@ Subject = Annotated[
 ]
 MessageBody = Annotated[str, StringConstraints(max_length=MAX_BODY, strict=True), AfterValidator(_multi_line)]
 Reason = Annotated[str, StringConstraints(max_length=500, strict=True), AfterValidator(_multi_line)]
+
+
+IDEMPOTENCY_KEY_PATTERN = r"^[ -~]*[!-~][ -~]*$"
+"""The JSON Schema pattern of the keys idempotency_key_problem accepts: printable ASCII, not blank."""
+
+
+def idempotency_key_schema(what: str) -> dict[str, JsonValue]:
+    """The OpenAPI schema of an Idempotency-Key header the route checks with idempotency_key_problem
+    (refusing any other key with 400): `what` says what the key stands for."""
+    return {
+        "description": f"printable ASCII, not blank: {what}",
+        "pattern": IDEMPOTENCY_KEY_PATTERN,
+        "maxLength": MAX_KEY_LENGTH,
+    }
 
 
 def idempotency_key_problem(value: str | None) -> str | None:

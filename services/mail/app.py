@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 from prometheus_client import Counter, make_asgi_app
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field
 
 from services import http_front_door, sandbox_admin
 from services.saga_fields import (
@@ -30,6 +30,7 @@ from services.saga_fields import (
     OrderId,
     Subject,
     idempotency_key_problem,
+    idempotency_key_schema,
 )
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).parent / "templates")
@@ -60,11 +61,7 @@ class MailError(BaseModel):
     error: str
 
 
-IDEMPOTENCY_KEY_SCHEMA: dict[str, JsonValue] = {
-    "description": "required; printable ASCII, not blank: one message per key, however often it comes",
-    "pattern": r"^[ -~]*[!-~][ -~]*$",
-    "maxLength": MAX_KEY_LENGTH,
-}
+IDEMPOTENCY_KEY_SCHEMA = idempotency_key_schema("required; one message per key, however often it comes")
 SEND_ANSWERS: dict[int | str, dict[str, Any]] = {
     202: {"description": "accepted, or this key's message accepted before (`duplicate`)", "model": Accepted},
     400: {"description": "no usable Idempotency-Key", "model": MailError},

@@ -18,14 +18,17 @@ from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services import http_front_door
 from services import saga_contract as contract
-from services.saga_fields import MAX_KEY_LENGTH, MAX_LINES, EmailAddress, Quantity, Sku, idempotency_key_problem
+from services.saga_fields import (
+    MAX_KEY_LENGTH,
+    MAX_LINES,
+    EmailAddress,
+    Quantity,
+    Sku,
+    idempotency_key_problem,
+    idempotency_key_schema,
+)
 
-IDEMPOTENCY_KEY_SCHEMA = {
-    "description": "printable ASCII, not blank; the same key with the same body returns the same order",
-    "pattern": r"^[ -~]*[!-~][ -~]*$",
-    "maxLength": MAX_KEY_LENGTH,
-}
-"""What the route accepts as a key (it refuses any other with 400, saying why)."""
+IDEMPOTENCY_KEY_SCHEMA = idempotency_key_schema("the same key with the same body returns the same order")
 ORDERS_PLACED = Counter("eo_orders_placed", "Orders accepted by the API.", ["outcome"])
 for _outcome in ("placed", "replayed", "idempotency_conflict"):
     ORDERS_PLACED.labels(_outcome)  # every series at zero from the start

@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import Counter, make_asgi_app
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict
 
 from services import http_front_door, sandbox_admin
 from services.payment_provider.faults import FaultState, ProviderFaults
@@ -38,6 +38,7 @@ from services.saga_fields import (
     OrderId,
     PaymentMethodId,
     idempotency_key_problem,
+    idempotency_key_schema,
 )
 
 REQUESTS = Counter("eo_provider_requests", "Charge requests, by what became of them.", ["result"])
@@ -77,12 +78,7 @@ class Charge(BaseModel):
     status: Literal["succeeded"]
 
 
-IDEMPOTENCY_KEY_SCHEMA: dict[str, JsonValue] = {
-    "description": "required; printable ASCII, not blank: one charge per key, however often it comes",
-    "pattern": r"^[ -~]*[!-~][ -~]*$",
-    "maxLength": MAX_KEY_LENGTH,
-}
-"""What the route takes as a key (it refuses any other with 400, saying why)."""
+IDEMPOTENCY_KEY_SCHEMA = idempotency_key_schema("required; one charge per key, however often it comes")
 CHARGE_ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {"description": "charged (or this key's stored answer, replayed)", "model": Charge},
     400: {"description": "no usable Idempotency-Key, or a refusal for good (injected)", "model": ProviderError},
