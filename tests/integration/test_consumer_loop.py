@@ -7,10 +7,11 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 
 import psycopg
+import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
@@ -278,16 +279,23 @@ def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
 
 
 def _stalling_loop(
-    settings: Settings, runtime_db: str, name: str, topics: Topics, held: frozenset[str] = frozenset()
+    settings: Settings,
+    runtime_db: str,
+    name: str,
+    topics: Topics,
+    once_stopped: Callable[[], None],
+    held: frozenset[str] = frozenset(),
 ) -> ConsumerLoop:
     """A loop whose client stops fetching every partition it is given, behind the loop's back: what a
-    member out of a rebalance whose coordinator went away was left with (assigned, never fetched)."""
+    member out of a rebalance whose coordinator went away was left with (assigned, never fetched).
+    `once_stopped` runs once it has stopped: messages written then cannot have been fetched before."""
     stopped: list[bool] = []
 
     def stop_fetching(consumer: Consumer) -> None:
         if not stopped and consumer.assignment():
             consumer.pause(consumer.assignment())
             stopped.append(True)
+            once_stopped()
 
     return runner.build(
         name,
@@ -304,25 +312,39 @@ def _stalling_loop(
     )
 
 
+def _produce(settings: Settings, topic: str, events: list[Envelope]) -> Callable[[], None]:
+    def produce() -> None:
+        producer = Producer(client_config(settings.kafka_bootstrap_servers, {"acks": "all"}))
+        for event in events:
+            producer.produce(topic, key=event.key.encode(), value=event.to_json())
+        assert producer.flush(30) == 0
+
+    return produce
+
+
 def _recoveries(name: str, how: str) -> float:
     return REGISTRY.get_sample_value("eo_consumer_stall_recoveries_total", {"consumer": name, "how": how}) or 0.0
 
 
 def test_a_partition_assigned_and_never_fetched_is_found_stalled_sought_and_its_messages_applied_once(
-    settings: Settings, runtime_db: str, name: str, topics: Topics
+    settings: Settings, runtime_db: str, name: str, topics: Topics, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    loop = _stalling_loop(settings, runtime_db, name, topics)
     events = [entry(f"order-{n}") for n in range(6)]
-    producer = Producer(client_config(settings.kafka_bootstrap_servers, {"acks": "all"}))
-    for event in events:
-        producer.produce(topics.events, key=event.key.encode(), value=event.to_json())
-    assert producer.flush(30) == 0
-
+    loop = _stalling_loop(settings, runtime_db, name, topics, once_stopped=_produce(settings, topics.events, events))
     seen_stalled: list[list[tuple[str, int]]] = []
+    check = loop.stall_watch.check
 
-    def done() -> bool:
+    def check_and_see(consumer: Consumer, held: Collection[str] = ()) -> bool:
+        """What the watch holds stalled right after each look: the seek's next poll may consume
+        the partition at once, before any condition between polls could see it stalled."""
+        rejoin = check(consumer, held)
         if loop.stall_watch.stalled():
             seen_stalled.append(loop.stall_watch.stalled())
+        return rejoin
+
+    monkeypatch.setattr(loop.stall_watch, "check", check_and_see)
+
+    def done() -> bool:
         return all(ledger_rows(runtime_db, name, event.message_id) == 1 for event in events)
 
     _run_until(loop, done, timeout=60)
@@ -337,11 +359,15 @@ def test_a_partition_assigned_and_never_fetched_is_found_stalled_sought_and_its_
 def test_a_topic_held_back_on_purpose_is_quiet_not_stalled(
     settings: Settings, runtime_db: str, name: str, topics: Topics
 ) -> None:
-    loop = _stalling_loop(settings, runtime_db, name, topics, held=frozenset({topics.events}))
     event = entry("order-held")
-    producer = Producer(client_config(settings.kafka_bootstrap_servers, {"acks": "all"}))
-    producer.produce(topics.events, key=event.key.encode(), value=event.to_json())
-    assert producer.flush(30) == 0
+    loop = _stalling_loop(
+        settings,
+        runtime_db,
+        name,
+        topics,
+        once_stopped=_produce(settings, topics.events, [event]),
+        held=frozenset({topics.events}),
+    )
     started = time.monotonic()
     loop.run(until=lambda: time.monotonic() - started > 6)
     assert ledger_rows(runtime_db, name, event.message_id) == 0, "held back: not consumed"
