@@ -2,10 +2,11 @@
 # `make test`: every test, as three pytest runs side by side.
 #
 #   first:  the end-to-end tests that start whole systems of their own (own state directory, own
-#           ports);
+#           ports), but the one with the Java and TypeScript consumers;
 #   second: the unit and integration tests and the panel's end-to-end package;
-#   third:  the black-box contract suite (three stacks' processes), the HTTP APIs' conformance,
-#           the relay's leader-loss staging and the example service's contract suite.
+#   third:  what runs the Java and TypeScript consumers (the black-box contract suite, the saga
+#           with either in the inventory slot), the HTTP APIs' conformance, the relay's leader-loss
+#           staging and the example service's contract suite.
 #
 # Most of any run's time is spent waiting on processes (about half a core is busy on average),
 # so on two cores they overlap well; the split keeps the three about as long as each other. Each
@@ -23,17 +24,19 @@ mkdir -p artifacts
 first_log=artifacts/test-e2e.log
 third_log=artifacts/test-third.log
 shared=$("$python" -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')
-THIRD=(tests/integration/test_black_box_contract.py tests/integration/test_api_conformance.py
-       tests/integration/test_relay_leader_loss.py tests/integration/test_example_service.py)
+THIRD=(tests/integration/test_black_box_contract.py tests/e2e/test_inventory_implementations.py
+       tests/integration/test_api_conformance.py tests/integration/test_relay_leader_loss.py
+       tests/integration/test_example_service.py)
+deselect=()
+for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
 EO_TEST_PORTS=20000-25399 EO_STATE_DIR="$shared-second" POSTGRES_PORT=29532 KAFKA_PORT=29592 \
-  KAFKA_CONTROLLER_PORT=29593 "$python" -m pytest tests/e2e --ignore=tests/e2e/panel "$@" >"$first_log" 2>&1 &
+  KAFKA_CONTROLLER_PORT=29593 "$python" -m pytest tests/e2e --ignore=tests/e2e/panel "${deselect[@]}" "$@" \
+  >"$first_log" 2>&1 &
 first=$!
 EO_TEST_PORTS=30000-32000 EO_STATE_DIR="$shared-third" POSTGRES_PORT=29632 KAFKA_PORT=29692 \
   KAFKA_CONTROLLER_PORT=29693 "$python" -m pytest "${THIRD[@]}" "$@" >"$third_log" 2>&1 &
 third=$!
 trap 'kill "$first" "$third" 2>/dev/null' INT TERM
-deselect=()
-for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
 EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel "${deselect[@]}" "$@"
 second=$?
 echo
@@ -41,10 +44,10 @@ echo "== unit, integration and panel tests: exit $second; the other end-to-end t
 wait "$first"
 first_status=$?
 cat "$first_log"
-echo "== the black-box suite, the APIs' conformance, leader loss, the example ($third_log):"
+echo "== the Java and TypeScript consumers, the APIs' conformance, leader loss, the example ($third_log):"
 wait "$third"
 third_status=$?
 cat "$third_log"
 echo "== unit, integration and panel tests: exit $second; the other end-to-end tests: exit $first_status;" \
-  "black-box, conformance, leader loss, example: exit $third_status"
+  "Java and TypeScript, conformance, leader loss, example: exit $third_status"
 exit $((second != 0 || first_status != 0 || third_status != 0))
