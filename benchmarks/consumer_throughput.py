@@ -22,12 +22,13 @@ from psycopg import sql
 
 from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
-from effectively_once import runner, schema
+from effectively_once import schema
+from effectively_once.consumer import wiring
+from effectively_once.consumer.processor import PATHS, MessageProcessor, ProcessorConfig
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import client_config
+from effectively_once.lab.teaching import with_teaching_paths
 from effectively_once.outcomes import Strategy
-from effectively_once.processor import PATHS, MessageProcessor, ProcessorConfig
-from effectively_once.teaching import with_teaching_paths
 from effectively_once.telemetry import KafkaTelemetry
 from infra.launcher import kafka_broker, stack
 from services.settings import PROJECT_ROOT, Settings, with_credentials
@@ -117,14 +118,14 @@ def _kafka_rate(
     workers: int = 1,
 ) -> tuple[float, float, float]:
     """(messages/s, CPU µs per message, the machine's busy cores), counted from the first message."""
-    consumer_settings = runner.ConsumerSettings(
+    consumer_settings = wiring.ConsumerSettings(
         DATABASE_URL=url,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
         CONSUMER_STRATEGY=strategy,
         CONSUMER_BATCH_SIZE=batch_size,
         CONSUMER_WORKERS=workers,
     )
-    loop = runner.build(
+    loop = wiring.build(
         name,
         (topic,),
         {LEDGER_ENTRY: ledger_handler(name)},

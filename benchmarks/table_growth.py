@@ -34,7 +34,7 @@ from psycopg import sql
 
 from benchmarks.rows import Row
 from effectively_once import schema
-from effectively_once.correct_path import CLAIM, DIFFERENCES
+from effectively_once.consumer.transaction import CLAIM, DIFFERENCES
 from effectively_once.message_ids import new_message_id
 from effectively_once.retention import BATCH_DELETE, purge_markers
 

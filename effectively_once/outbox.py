@@ -11,8 +11,8 @@ import json
 
 from psycopg.pq import TransactionStatus
 
+from .consumer.processor import Connection
 from .envelope import Envelope
-from .processor import Connection
 
 INSERT = """
 INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, event_version, topic,

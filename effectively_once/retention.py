@@ -159,7 +159,7 @@ class MarkerPurger:
     """Purges one consumer's expired markers every `interval`, on a connection of its own, and
     keeps the day partitions of the next days ready (`upkeep`), whether it purges or not.
 
-    With `check` (the runner gives it one that reads Kafka), each round first weighs the horizon
+    With `check` (the consumer's wiring gives it one that reads Kafka), each round first weighs the horizon
     against what could still be delivered again, and purges nothing when the horizon is shorter or
     the check could not say (HorizonUnknown): markers kept too long cost disk; markers purged too
     early turn redeliveries into refusals."""

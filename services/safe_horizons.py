@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 
+from effectively_once.consumer.wiring import ConsumerSettings
 from effectively_once.redelivery_windows import read_windows
-from effectively_once.runner import ConsumerSettings
 from effectively_once.safe_horizon import HorizonUnknown, Verdict, Window, describe, duration, verdict
 from services.operator import act_as_operator
 from services.saga_contract import PROVIDER_KEY_LIFETIME

@@ -16,7 +16,8 @@ from typing import IO, TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from .. import logs, runner
+from .. import logs
+from ..consumer import wiring
 from ..dead_letters import dead_letter_headers
 from ..faults import CRASH_EXIT_CODE
 from ..kafka_client import client_config
@@ -72,8 +73,8 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-def _settings(subject: Subject) -> runner.ConsumerSettings:
-    return runner.ConsumerSettings(
+def _settings(subject: Subject) -> wiring.ConsumerSettings:
+    return wiring.ConsumerSettings(
         DATABASE_URL=subject.database_url,
         KAFKA_BOOTSTRAP_SERVERS=subject.bootstrap_servers,
         MARKER_PURGE_INTERVAL_SECONDS=0,
@@ -83,7 +84,7 @@ def _settings(subject: Subject) -> runner.ConsumerSettings:
 
 def run_loop(subject: Subject, name: str, topics: Topics, until_handled: int, timeout: float = 90) -> int:
     """Run the runtime's Kafka loop in this process until it acknowledged `until_handled` messages."""
-    loop = runner.build(
+    loop = wiring.build(
         name,
         (topics.events,),
         subject.load_handlers(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .. import runner
+from ..consumer import wiring
 
 
 def main(argv: list[str]) -> None:
@@ -15,7 +15,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit("usage: python -m effectively_once.contract.process NAME TOPIC DLQ module:HANDLERS")
     name, topic, dead_letters, handlers = argv
     module, _, attribute = handlers.partition(":")
-    runner.run(name, (topic,), getattr(importlib.import_module(module), attribute), dead_letter_topic=dead_letters)
+    wiring.run(name, (topic,), getattr(importlib.import_module(module), attribute), dead_letter_topic=dead_letters)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..correct_path import Connection
+from ..consumer.transaction import Connection
 from ..envelope import Envelope
 from .subject import Tables
 

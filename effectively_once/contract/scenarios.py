@@ -18,11 +18,11 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 
-from ..correct_path import Handler
+from ..consumer.processor import MessageProcessor, NonRetryable, ProcessorConfig, TerminalFailure
+from ..consumer.transaction import Handler
 from ..envelope import Envelope
 from ..faults import FaultPoints
 from ..outcomes import Outcome
-from ..processor import MessageProcessor, NonRetryable, ProcessorConfig, TerminalFailure
 from . import kafka
 from .subject import Subject, Tables
 

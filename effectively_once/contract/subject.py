@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from .. import schema
-from ..correct_path import Connection, Handler
+from ..consumer.transaction import Connection, Handler
 from ..envelope import Envelope
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from effectively_once.consumer.processor import Connection, NonRetryable
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
-from effectively_once.processor import Connection, NonRetryable
 from services import saga_contract as contract
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from effectively_once.consumer.processor import Connection, NonRetryable
 from effectively_once.envelope import Envelope
-from effectively_once.processor import Connection, NonRetryable
 from services import saga_contract as contract
 
 ORDER_CONFIRMED = "order_confirmed"

@@ -16,15 +16,15 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from effectively_once import schema
-from effectively_once.faults import FaultPoints
-from effectively_once.processor import (
+from effectively_once.consumer.processor import (
     PATHS,
     BulkHandler,
     Handler,
     MessageProcessor,
     ProcessorConfig,
 )
-from effectively_once.teaching import with_teaching_paths
+from effectively_once.faults import FaultPoints
+from effectively_once.lab.teaching import with_teaching_paths
 from infra.launcher.kafka_broker import ensure_topics
 from services.sandbox_admin import admin_headers
 from services.settings import PROJECT_ROOT, Settings, with_credentials

@@ -8,9 +8,9 @@ from typing import Any
 
 import psycopg
 
+from effectively_once.consumer.processor import TerminalFailure
 from effectively_once.envelope import Envelope
 from effectively_once.outcomes import Outcome
-from effectively_once.processor import TerminalFailure
 from tests.integration.conftest import ProcessorFactory
 from tests.support.ledger import (
     LEDGER_ENTRY,

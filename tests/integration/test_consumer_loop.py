@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 from prometheus_client import REGISTRY
 
-from effectively_once import runner
-from effectively_once.consumer_loop import ConsumerLoop
+from effectively_once.consumer import wiring
+from effectively_once.consumer.loop import ConsumerLoop
 from effectively_once.dead_letters import dead_letter_headers
 from effectively_once.envelope import MAX_BODY_BYTES, Envelope
 from effectively_once.kafka_client import client_config
@@ -34,12 +34,12 @@ def _loop(
     kafka: Mapping[str, object] | None = None,
     **overrides: object,
 ) -> ConsumerLoop:
-    consumer_settings = runner.ConsumerSettings(
+    consumer_settings = wiring.ConsumerSettings(
         DATABASE_URL=runtime_db,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
         **overrides,  # type: ignore[arg-type]
     )
-    return runner.build(
+    return wiring.build(
         name,
         (topics.events,),
         {LEDGER_ENTRY: ledger_handler(name)},
@@ -297,11 +297,11 @@ def _stalling_loop(
             stopped.append(True)
             once_stopped()
 
-    return runner.build(
+    return wiring.build(
         name,
         (topics.events,),
         {LEDGER_ENTRY: ledger_handler(name)},
-        runner.ConsumerSettings(
+        wiring.ConsumerSettings(
             DATABASE_URL=runtime_db,
             KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
             CONSUMER_STALL_SECONDS=2,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from effectively_once import contract
+from effectively_once.consumer.processor import Connection
 from effectively_once.envelope import Envelope
-from effectively_once.processor import Connection
 from services import saga_contract
 from services.settings import Settings
 from tests.integration.conftest import service_schema

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from effectively_once import runner
+from effectively_once.consumer import wiring
 from effectively_once.kafka_client import client_config
 from effectively_once.outcomes import Outcome, Strategy
 from services.settings import Settings
@@ -85,11 +85,11 @@ def test_a_rewound_group_finds_its_applied_messages_ahead_and_applies_the_new_on
     assert producer.flush(30) == 0
 
     told = ToldDeliveries()
-    loop = runner.build(
+    loop = wiring.build(
         name,
         (topics.events,),
         {LEDGER_ENTRY: ledger_handler(name)},
-        runner.ConsumerSettings(DATABASE_URL=runtime_db, KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers),
+        wiring.ConsumerSettings(DATABASE_URL=runtime_db, KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers),
         dead_letter_topic=topics.dead_letters,
         telemetry=told,
     )

@@ -24,7 +24,7 @@ from tests.integration.test_contract_suite import _placed, _units_reserved
 from tests.support.stacks import JAVA_QUICK_START, java_inventory_command
 
 MEMBER_FAILED = 70
-"""The exit status of a process whose group member failed for good (effectively_once.runner)."""
+"""The exit status of a process whose group member failed for good (effectively_once.consumer.wiring)."""
 
 
 def _command(implementation: str) -> list[str]:

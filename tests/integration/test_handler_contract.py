@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
+from effectively_once.consumer.processor import Connection, MessageProcessor, ProcessorConfig, TerminalFailure
 from effectively_once.envelope import Envelope
 from effectively_once.outcomes import Outcome, Strategy
-from effectively_once.processor import Connection, MessageProcessor, ProcessorConfig, TerminalFailure
 from effectively_once.typed_payload import typed
 from tests.integration.conftest import ProcessorFactory
 from tests.support.hostile_requests import examples

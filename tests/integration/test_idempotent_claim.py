@@ -12,10 +12,10 @@ import psycopg
 import pytest
 from prometheus_client import REGISTRY
 
+from effectively_once.consumer.processor import Connection, Handler, NonRetryable, RetryLater, TerminalFailure
 from effectively_once.envelope import Envelope
 from effectively_once.faults import FaultPoints
 from effectively_once.outcomes import Outcome
-from effectively_once.processor import Connection, Handler, NonRetryable, RetryLater, TerminalFailure
 from tests.integration.conftest import ProcessorFactory
 from tests.support.ledger import (
     LEDGER_ENTRY,

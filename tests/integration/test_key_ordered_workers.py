@@ -19,12 +19,12 @@ from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartiti
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 from prometheus_client import REGISTRY
 
-from effectively_once import runner
-from effectively_once.consumer_loop import ConsumerLoop
+from effectively_once.consumer import wiring
+from effectively_once.consumer.lanes import lane_of
+from effectively_once.consumer.loop import ConsumerLoop
+from effectively_once.consumer.processor import Connection, Handler
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import client_config
-from effectively_once.key_ordered_lanes import lane_of
-from effectively_once.processor import Connection, Handler
 from infra.launcher import kafka_broker
 from infra.launcher.kafka_broker import ensure_topics
 from services.settings import Settings
@@ -90,7 +90,7 @@ def _loop(
     batch_size: int = 1,
     assignment: Literal["cooperative-sticky", "range,roundrobin"] = "cooperative-sticky",
 ) -> ConsumerLoop:
-    consumer_settings = runner.ConsumerSettings(
+    consumer_settings = wiring.ConsumerSettings(
         CONSUMER_ASSIGNMENT=assignment,
         DATABASE_URL=db,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
@@ -99,7 +99,7 @@ def _loop(
         MARKER_PURGE_INTERVAL_SECONDS=0,
         TELEMETRY_TOPIC="",
     )
-    return runner.build(name, (topic,), {STEP: recorder.handler()}, consumer_settings, dead_letter_topic=f"{topic}.dlq")
+    return wiring.build(name, (topic,), {STEP: recorder.handler()}, consumer_settings, dead_letter_topic=f"{topic}.dlq")
 
 
 def _publish(settings: Settings, topic: str, events: list[Envelope]) -> None:

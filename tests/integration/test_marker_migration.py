@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effectively_once import schema
-from effectively_once.correct_path import claim
-from effectively_once.duplicates_ahead import committed_markers
+from effectively_once.consumer.duplicates_ahead import committed_markers
+from effectively_once.consumer.transaction import claim
 from effectively_once.envelope import Envelope
 from effectively_once.retention import purge_markers
 from tests.integration.conftest import isolated_schema

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, time, timedelta
 import psycopg
 
 from effectively_once import schema
-from effectively_once.correct_path import claim
+from effectively_once.consumer.transaction import claim
 from effectively_once.envelope import Envelope
 from effectively_once.retention import MarkerPurger, day_partitions, purge_markers, upkeep
 from effectively_once.safe_horizon import HorizonUnknown, Verdict

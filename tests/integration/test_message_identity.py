@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effectively_once import contract
+from effectively_once.consumer.processor import PATHS, MessageProcessor, ProcessorConfig, TerminalFailure
 from effectively_once.contract import scenarios
 from effectively_once.envelope import Envelope
+from effectively_once.lab.teaching import with_teaching_paths
 from effectively_once.message_ids import LATEST, message_id_time, new_message_id
 from effectively_once.outcomes import Outcome, Strategy
-from effectively_once.processor import PATHS, MessageProcessor, ProcessorConfig, TerminalFailure
-from effectively_once.teaching import with_teaching_paths
 from tests.integration.conftest import ProcessorFactory
 from tests.integration.test_contract_suite import _placed, _units_reserved
 from tests.support.ledger import LEDGER_ENTRY, ledger_handler, ledger_rows, markers

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Message
 from prometheus_client import REGISTRY
 
-from effectively_once import runner
+from effectively_once.consumer import wiring
 from effectively_once.envelope import decode
 from effectively_once.faults import CRASH_EXIT_CODE
 from effectively_once.outbox import add_to_outbox
@@ -169,11 +169,11 @@ def test_a_crash_after_publish_before_mark_republishes_the_same_id_and_a_consume
     assert sorted(published) == sorted(ids * 2), "every row went out twice, with the same id"
     assert_per_key_order(messages)
 
-    loop = runner.build(
+    loop = wiring.build(
         name,
         (topic,),
         {LEDGER_ENTRY: ledger_handler(name)},
-        runner.ConsumerSettings(DATABASE_URL=runtime_db, KAFKA_BOOTSTRAP_SERVERS=bootstrap),
+        wiring.ConsumerSettings(DATABASE_URL=runtime_db, KAFKA_BOOTSTRAP_SERVERS=bootstrap),
         dead_letter_topic=f"{topic}.dlq",
     )
     deadline = time.monotonic() + 60

@@ -13,7 +13,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from effectively_once import cli
-from effectively_once.correct_path import CLAIM, claim_row
+from effectively_once.consumer.transaction import CLAIM, claim_row
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services.settings import Settings

@@ -8,8 +8,8 @@ from typing import Any
 
 import psycopg
 
+from effectively_once.consumer.processor import BulkHandler, Connection, Handler
 from effectively_once.envelope import Envelope
-from effectively_once.processor import BulkHandler, Connection, Handler
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import sys
 
-from effectively_once import runner
-from effectively_once.processor import PATHS
-from effectively_once.teaching import with_teaching_paths
+from effectively_once import lab
+from effectively_once.consumer import wiring
 from tests.support.ledger import LEDGER_ENTRY, ledger_handler
 
 
 def main() -> None:
     consumer_name, topic, dead_letter_topic = sys.argv[1:4]
-    runner.run(
+    wiring.run(
         consumer_name,
         (topic,),
         {LEDGER_ENTRY: ledger_handler(consumer_name)},
         dead_letter_topic=dead_letter_topic,
-        paths=with_teaching_paths(PATHS),
-        lab=True,
+        paths=lab.PATHS,
+        attach=lab.attach,
     )
 
 

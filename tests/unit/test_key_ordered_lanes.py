@@ -9,7 +9,7 @@ from typing import Any, cast
 from hypothesis import given
 from hypothesis import strategies as st
 
-from effectively_once.key_ordered_lanes import acknowledged_prefix, split_by_key
+from effectively_once.consumer.lanes import acknowledged_prefix, split_by_key
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import effectively_once
 from services.settings import PROJECT_ROOT
 
@@ -81,21 +83,67 @@ def test_the_version_is_the_distributions() -> None:
     assert effectively_once.__version__ == project["version"]
 
 
-def _package_imports(path: Path) -> set[str]:
-    """The package's own modules a module imports (relative imports, by module name)."""
-    tree = ast.parse(path.read_text(), str(path))
+def _resolved_imports(source: str, module: str) -> set[str]:
+    """Every module `source` (the text of dotted `module`) imports, relative imports resolved,
+    with each name of a `from X import name` counted as X.name as well (it may be a module)."""
+    package = module.split(".")[:-1]
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level > 0:
-            found |= {node.module.split(".")[0]} if node.module else {alias.name for alias in node.names}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            origin = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {origin} | {f"{origin}.{alias.name}" for alias in node.names}
     return found
 
 
-def test_one_messages_path_from_poll_to_stored_offset_is_three_files_free_of_teaching_and_lab_code() -> None:
-    loop, processor, path = (
-        _package_imports(LIBRARY / f"{m}.py") for m in ("consumer_loop", "processor", "correct_path")
+def _names_the_lab(source: str, module: str) -> bool:
+    lab = "effectively_once.lab"
+    return any(name == lab or name.startswith(lab + ".") for name in _resolved_imports(source, module))
+
+
+def test_the_consumer_package_imports_nothing_from_the_lab() -> None:
+    """Teaching paths and lab controls are plugged in from outside (wiring.run's `paths` and
+    `attach`): the path a production consumer runs carries none of them."""
+    modules = sorted((LIBRARY / "consumer").glob("*.py"))
+    assert {module.name for module in modules} >= {"loop.py", "processor.py", "transaction.py", "wiring.py"}
+    for module in modules:
+        dotted = "effectively_once.consumer." + module.stem
+        assert not _names_the_lab(module.read_text(), dotted), f"{module.name} imports the lab"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from ..lab import teaching",
+        "from ..lab.controls import LabControls",
+        "from .. import lab",
+        "import effectively_once.lab.teaching",
+        "from effectively_once import lab",
+        "from effectively_once.lab.strategy_store import load",
+    ],
+)
+def test_the_lab_check_sees_each_way_of_naming_the_lab(line: str) -> None:
+    assert _names_the_lab(line, "effectively_once.consumer.loop")
+
+
+def test_the_lab_check_lets_the_rest_of_the_library_through() -> None:
+    source = "from ..envelope import Envelope\nfrom .. import metrics, labels\nfrom .transaction import claim"
+    assert not _names_the_lab(source, "effectively_once.consumer.loop")
+
+
+def test_one_messages_path_from_poll_to_stored_offset_is_three_files_of_the_consumer_package() -> None:
+    """loop.py polls, decodes and acknowledges; processor.py retries and records; transaction.py
+    claims, runs the handler and commits. The transaction needs nothing else of the runtime."""
+    consumer = LIBRARY / "consumer"
+    loop, processor, transaction = (
+        _resolved_imports((consumer / f"{m}.py").read_text(), f"effectively_once.consumer.{m}")
+        for m in ("loop", "processor", "transaction")
     )
-    assert "processor" in loop and "correct_path" in processor
-    for imports in (loop, processor, path):
-        assert not imports & {"teaching", "lab_controls", "control", "runner"}, imports
-    assert path <= {"envelope", "outcomes"}, path  # the correct path needs nothing else of the runtime
+    assert "effectively_once.consumer.processor" in loop and "effectively_once.consumer.transaction" in processor
+    own = {name for name in transaction if name.startswith("effectively_once.")}
+    assert {name.rsplit(".", 1)[0] if name.count(".") > 1 else name for name in own} <= {
+        "effectively_once.envelope",
+        "effectively_once.outcomes",
+    }, own

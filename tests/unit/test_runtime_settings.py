@@ -7,13 +7,13 @@ import pytest
 from pydantic import ValidationError
 
 from effectively_once import cli
+from effectively_once.consumer.processor import PATHS
+from effectively_once.consumer.wiring import ConsumerSettings
+from effectively_once.lab.teaching import with_teaching_paths
 from effectively_once.outcomes import Strategy
 from effectively_once.pending_work import WorkerSettings
 from effectively_once.process import ProcessSettings, load
-from effectively_once.processor import PATHS
 from effectively_once.relay.settings import RelaySettings
-from effectively_once.runner import ConsumerSettings
-from effectively_once.teaching import with_teaching_paths
 
 REQUIRED = {"DATABASE_URL": "postgresql://u:p@h/d", "KAFKA_BOOTSTRAP_SERVERS": "k:9092"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from effectively_once.consumer.processor import Connection
 from effectively_once.envelope import Envelope
-from effectively_once.processor import Connection
 from effectively_once.typed_payload import typed
 
 ORDER_CONFIRMED = "OrderConfirmed"

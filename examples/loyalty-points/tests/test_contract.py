@@ -11,8 +11,8 @@ from loyalty_points import MIGRATIONS
 from loyalty_points.handlers import ORDER_CONFIRMED, ORDER_REFUNDED
 
 from effectively_once import contract
+from effectively_once.consumer.processor import Connection
 from effectively_once.envelope import Envelope
-from effectively_once.processor import Connection
 
 
 def confirmed(order_id: str) -> Envelope:

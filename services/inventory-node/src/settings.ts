@@ -1,6 +1,6 @@
 /**
  * The process's settings, from the same environment variables as the Python runtime's
- * (effectively_once/runner.py ConsumerSettings). Every value is checked at start; a bad one stops
+ * (effectively_once/consumer/wiring.py ConsumerSettings). Every value is checked at start; a bad one stops
  * the process with the variable named.
  */
 

@@ -13,7 +13,7 @@ import java.util.stream.Collectors;
 
 /**
  * The process's settings, from the same environment variables as the Python runtime's
- * (effectively_once/runner.py ConsumerSettings; docs/consumer-process-contract.md). Every value is
+ * (effectively_once/consumer/wiring.py ConsumerSettings; docs/consumer-process-contract.md). Every value is
  * checked at start: a bad one stops the process with the variable named.
  */
 public record ConsumerSettings(

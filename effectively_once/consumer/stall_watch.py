@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from . import metrics
+from .. import metrics
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import psycopg
 
-from .correct_path import contents
-from .envelope import Envelope
+from ..envelope import Envelope
+from .transaction import contents
 
 FIND = """
 SELECT m.message_id,

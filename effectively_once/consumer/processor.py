@@ -1,7 +1,7 @@
 """Around the correct path: which messages it may take, retries, batches, and bookkeeping.
 
 It knows nothing of Kafka: it takes decoded events and a way to connect to PostgreSQL, runs each
-through its path (correct_path.py, or a teaching plug-in the process was given), and says what
+through its path (transaction.py, or a teaching plug-in the process was given), and says what
 became of each. The Kafka loop acknowledges only what this module reports as committed (applied,
 duplicate, ignored) or, once its dead letter is confirmed, failed.
 """
@@ -19,10 +19,16 @@ from typing import Any, Protocol
 
 import psycopg
 from psycopg import IsolationLevel, errors
-from psycopg.pq import ExecStatus, TransactionStatus
 
-from . import metrics
-from .correct_path import (
+from .. import metrics
+from ..envelope import Envelope
+from ..faults import FaultPoints
+from ..message_ids import message_id_time
+from ..outcomes import Outcome, Strategy
+from ..telemetry import NoTelemetry, Telemetry
+from ..typed_payload import PayloadDoesNotFit, TypedHandler
+from .duplicates_ahead import committed_markers
+from .transaction import (
     Attempt,
     BulkHandler,
     Connection,
@@ -30,45 +36,30 @@ from .correct_path import (
     Handler,
     HandlerBrokeTransaction,
     claim,
+    settle,
 )
-from .duplicates_ahead import committed_markers
-from .envelope import Envelope
-from .faults import FaultPoints
-from .message_ids import message_id_time
-from .outcomes import Outcome, Strategy
-from .telemetry import NoTelemetry, Telemetry
-from .typed_payload import PayloadDoesNotFit, TypedHandler
 
 log = logging.getLogger(__name__)
 
 __all__ = ["BulkHandler", "Connection", "Handler", "MessageProcessor", "ProcessorConfig"]
 
 
-def settle(connection: Connection) -> None:
-    """Read the answer to a COMMIT the correct path sent without waiting (a duplicate's empty
-    transaction), if one is on its way; raise if it failed (the connection is then replaced)."""
-    pgconn = connection.pgconn
-    if pgconn.transaction_status != TransactionStatus.ACTIVE:
-        return
-    while pgconn.flush():  # what the socket did not take at once
-        pass
-    while (result := pgconn.get_result()) is not None:
-        if result.status != ExecStatus.COMMAND_OK:
-            raise psycopg.OperationalError((result.error_message or b"").decode(errors="replace").strip())
-
-
 class Path(Protocol):
     """How a message's transaction runs: the correct path, or a teaching plug-in."""
 
     strategy: Strategy
-    acknowledges_first: bool
-    """True only for the ack-before-commit mistake: the loop commits the offset first."""
+    """The strategy this path is, as metrics, logs and the control endpoint name it."""
     batches: bool
-    """Whether many messages may share one transaction (attempt_batch)."""
+    """Whether many messages may share one transaction (attempt_batch); a path that does not
+    takes one message at a time, in order, on the member's own connection."""
 
-    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome: ...
+    def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
+        """Run one message's transaction(s) on `run`: APPLIED or DUPLICATE once committed, else raise."""
+        ...
 
-    def attempt_batch(self, run: Attempt, events: Sequence[Envelope], handlers: Sequence[Handler]) -> list[Outcome]: ...
+    def attempt_batch(self, run: Attempt, events: Sequence[Envelope], handlers: Sequence[Handler]) -> list[Outcome]:
+        """Run many messages in one transaction, each with its own marker: their outcomes, in order."""
+        ...
 
 
 PATHS: Mapping[Strategy, Callable[[], Path]] = {Strategy.CORRECT: CorrectPath}
@@ -167,7 +158,7 @@ class MessageProcessor:
         paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
     ) -> None:
         """`paths` are the strategies this processor may run (the correct one unless a process
-        passes teaching.TEACHING_PATHS as well); `config.strategy` must be one of them."""
+        passes effectively_once.lab.PATHS); `config.strategy` must be one of them."""
         self._paths = dict(paths)
         if Strategy.CORRECT not in self._paths:
             raise ValueError("the correct path must be among the paths a processor may run")

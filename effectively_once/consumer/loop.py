@@ -3,7 +3,7 @@
 Acknowledging means storing the offset (`enable.auto.offset.store=false`); librdkafka commits
 stored offsets in the background and on close. Nothing is stored for a message until its
 transaction committed or its dead letter was confirmed, nor past an earlier message of its
-partition that is not (CONSUMER_WORKERS: key_ordered_lanes.py). On a rebalance, what is stored is
+partition that is not (CONSUMER_WORKERS: lanes.py). On a rebalance, what is stored is
 committed before the partitions go (revoke); when partitions are lost, nothing is committed.
 With cooperative-sticky assignment (the default) a rebalance revokes only the partitions that move;
 librdkafka assigns and unassigns them incrementally after these callbacks return. A partition
@@ -23,16 +23,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from . import metrics
-from .correct_path import acknowledgeable
-from .dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
-from .envelope import Envelope, PoisonMessage, decode
-from .kafka_client import client_config
-from .key_ordered_lanes import KeyOrderedLanes, acknowledged_prefix
-from .outcomes import Outcome
+from .. import metrics
+from ..dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
+from ..envelope import Envelope, PoisonMessage, decode
+from ..kafka_client import client_config
+from ..outcomes import Outcome
+from ..telemetry import ids
+from .lanes import KeyOrderedLanes, acknowledged_prefix
 from .processor import MessageProcessor, TerminalFailure
 from .stall_watch import StallWatch
-from .telemetry import ids
+from .transaction import acknowledgeable
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ class ConsumerLoop:
         between_polls: Callable[[Consumer], None] | None = None,
         workers: Sequence[MessageProcessor] = (),
         held_on_purpose: Callable[[], Collection[str]] = frozenset,
+        before_transaction: Callable[[Consumer, Sequence[Message]], None] | None = None,
     ) -> None:
         self.config = config
         self.processor = processor
@@ -136,6 +137,9 @@ class ConsumerLoop:
         """Called with the Kafka consumer before each poll (the lab controls' hook; none in production)."""
         self.held_on_purpose = held_on_purpose
         """Topics this member holds back on purpose (the lab controls' hold): quiet, not stalled."""
+        self.before_transaction = before_transaction
+        """Called with the Kafka consumer and a transaction's messages before it begins (the lab's
+        ack-before-commit mistake; none in production)."""
         self.stall_watch = StallWatch(self.name, config.stall_after_seconds)
         self._retry_round = 0
         self._look_ahead = True
@@ -282,7 +286,7 @@ class ConsumerLoop:
         for processor in self.processors:
             processor.positions = positions
         self._find_duplicates_ahead(deliveries)
-        if self._lanes is not None and not self.processor.path.acknowledges_first:
+        if self._lanes is not None and self.processor.path.batches:  # a teaching path goes in order
             self._handle_in_lanes(deliveries)
             return
         size = self.config.batch_size
@@ -336,11 +340,8 @@ class ConsumerLoop:
 
     def _handle_transaction(self, deliveries: list[_Delivery]) -> bool:
         """One transaction's worth of deliveries; False when some were left unacknowledged."""
-        if self.processor.path.acknowledges_first:
-            # The teaching mistake: the offset is committed before the transaction even begins.
-            for delivery in deliveries:
-                self._consumer.store_offsets(message=delivery.message)
-            self._consumer.commit(asynchronous=False)
+        if self.before_transaction is not None:
+            self.before_transaction(self._consumer, [delivery.message for delivery in deliveries])
         done = self._process(self.processor, deliveries)
         self.processor.faults.hit("after_commit_before_ack")
         if done:

@@ -5,12 +5,13 @@ NOTHING`: a concurrent copy waits on the unique index until the first commits (t
 duplicate) or rolls back (then it claims). The marker's key is (consumer, message id) and nothing
 else a copy carries. A duplicate found a committed marker: it asks how its content differs from
 the copy applied under its id (a copy with other content is a producer's bug, counted apart),
-then sends COMMIT for its empty transaction without waiting (processor.settle reads the answer
-later). The handler runs inside the transaction on a guarded connection that refuses to end it.
-Only after COMMIT returned may the Kafka loop store an applied message's offset.
+then sends COMMIT for its empty transaction without waiting (`commit_without_waiting`; `settle`
+reads the answer before the connection's next use). The handler runs inside the transaction on
+a guarded connection that refuses to end it. Only after COMMIT returned may the Kafka loop store
+an applied message's offset.
 
 The processor (processor.py) adds retries, the dedup horizon and bookkeeping around this; the
-Kafka loop (consumer_loop.py) polls, decodes and acknowledges.
+Kafka loop (loop.py) polls, decodes and acknowledges.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from typing import Any, NoReturn
 import psycopg
 from psycopg.pq import DiagnosticField, Escaping, ExecStatus, TransactionStatus
 
-from .envelope import Envelope
-from .outcomes import Outcome, Strategy
+from ..envelope import Envelope
+from ..outcomes import Outcome, Strategy
 
 Connection = psycopg.Connection[Any]
 Handler = Callable[[Envelope, Connection], None]
@@ -116,12 +117,23 @@ def transaction(connection: Connection) -> Iterator[None]:
 
 
 def claim(connection: Connection, consumer_name: str, event: Envelope, begin: bytes) -> bool:
-    """Claim the marker: True when this transaction owns the message, False for a duplicate. First
-    in a transaction, BEGIN and the claim go as one simple query (values escaped by libpq)."""
+    """Claim the marker: True when this transaction owns the message, False for a duplicate.
+    `begin` is the BEGIN statement (with its isolation level) to open the transaction with."""
+    if connection.pgconn.transaction_status != TransactionStatus.IDLE:
+        return connection.execute(CLAIM, claim_row(consumer_name, event)).fetchone() is not None
+    return begin_and_claim_in_one_round_trip(connection, claim_row(consumer_name, event), begin)
+
+
+def begin_and_claim_in_one_round_trip(
+    connection: Connection, row: tuple[str, str, str, str, str | None], begin: bytes
+) -> bool:
+    """A speed trick: BEGIN and the claim sent as one simple query, so opening the transaction
+    costs no round trip of its own (at about 100 µs a round trip over loopback, a tenth of a
+    message's time). Safe because nothing else changes: the claim is the transaction's first
+    statement either way, and the values are escaped by libpq's own literal escaping for the
+    connection's encoding, never pasted in. An error comes back as psycopg's own exception for
+    its SQLSTATE, as `execute` would raise it."""
     pgconn = connection.pgconn
-    row = claim_row(consumer_name, event)
-    if pgconn.transaction_status != TransactionStatus.IDLE:
-        return connection.execute(CLAIM, row).fetchone() is not None
     escape, encoding = Escaping(pgconn), connection.info.encoding
     values = tuple(b"NULL" if text is None else escape.escape_literal(text.encode(encoding)) for text in row)
     result = pgconn.exec_(begin + b"; " + CLAIM.encode() % values)
@@ -132,6 +144,27 @@ def claim(connection: Connection, consumer_name: str, event: Envelope, begin: by
             raise psycopg.OperationalError(message or "the connection failed")
         raise psycopg.errors.lookup(sqlstate.decode())(message)
     return result.ntuples == 1
+
+
+def commit_without_waiting(connection: Connection) -> None:
+    """A speed trick for a duplicate: its transaction wrote nothing (the claim found a committed
+    marker), so its COMMIT is sent and its answer read later, by `settle`, before the
+    connection's next use. Nothing waits on that answer: the message's outcome (a duplicate) is
+    decided by the committed marker, not by this COMMIT, so acknowledging it at once is safe."""
+    connection.pgconn.send_query(b"COMMIT")
+
+
+def settle(connection: Connection) -> None:
+    """Read the answer to a COMMIT sent by `commit_without_waiting`, if one is on its way; raise
+    if it failed (the connection is then replaced). Called before every use of the connection."""
+    pgconn = connection.pgconn
+    if pgconn.transaction_status != TransactionStatus.ACTIVE:
+        return
+    while pgconn.flush():  # what the socket did not take at once
+        pass
+    while (result := pgconn.get_result()) is not None:
+        if result.status != ExecStatus.COMMAND_OK:
+            raise psycopg.OperationalError((result.error_message or b"").decode(errors="replace").strip())
 
 
 def _refusing(what: str) -> Callable[..., NoReturn]:
@@ -182,7 +215,6 @@ class CorrectPath:
     """The one path a production consumer runs."""
 
     strategy = Strategy.CORRECT
-    acknowledges_first = False
     batches = True
 
     def attempt(self, run: Attempt, event: Envelope, handler: Handler) -> Outcome:
@@ -192,7 +224,7 @@ class CorrectPath:
             run.hit("before_claim")
             if not run.claim(event):  # the marker is another's, committed: nothing here to wait for
                 outcome = _duplicate(run, event, differing_fields(run.connection, run.consumer_name, event))
-                run.connection.pgconn.send_query(b"COMMIT")  # its answer is read before the next use
+                commit_without_waiting(run.connection)
                 return outcome
             run.hit("after_claim")
             call_handler(handler, event, run.connection)

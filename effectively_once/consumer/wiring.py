@@ -2,7 +2,9 @@
 
 A service calls `run(consumer_name, topics, handlers)` from its entry point; everything else
 (connection pool, producer for dead letters, marker purger, control endpoint, fault points,
-SIGTERM) is set up here, with process.py's start-up shared by every runtime process.
+SIGTERM) is set up here, with process.py's start-up shared by every runtime process. A workshop
+process plugs the lab in (`run(paths=lab.PATHS, attach=lab.attach)`); this package imports
+nothing of it.
 """
 
 from __future__ import annotations
@@ -13,28 +15,26 @@ import socket
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, Protocol
 
 import psycopg
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Message, Producer
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from pydantic import Field
 
-from . import strategy_store
-from .consumer_loop import ConsumerLoop, LoopConfig
-from .dead_letters import DeadLetterPublisher
-from .faults import FaultPoints
-from .kafka_client import client_config
-from .lab_controls import LabControls, LabProcess
-from .marker_stats import MarkerTableCollector
-from .outcomes import Strategy
-from .process import ProcessSettings, load, serve, start, stop_on_signals
+from ..dead_letters import DeadLetterPublisher
+from ..faults import FaultPoints
+from ..kafka_client import client_config
+from ..marker_stats import MarkerTableCollector
+from ..outcomes import Strategy
+from ..process import ProcessSettings, load, serve, start, stop_on_signals
+from ..redelivery_windows import read_windows
+from ..retention import MarkerPurger
+from ..safe_horizon import Verdict, Window, verdict
+from ..telemetry import Telemetry
+from .loop import ConsumerLoop, LoopConfig
 from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig
-from .redelivery_windows import read_windows
-from .retention import MarkerPurger
-from .safe_horizon import Verdict, Window, verdict
-from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class ConsumerSettings(ProcessSettings):
     CONSUMER_WORKERS: int = Field(default=1, ge=1, le=64)
     """Workers inside each member, each on its own database connection: one key's messages in
     order on one worker, different keys in parallel; a partition's offset never passes a message
-    not done (effectively_once/key_ordered_lanes.py)."""
+    not done (effectively_once/consumer/lanes.py)."""
     CONSUMER_ASSIGNMENT: Literal["cooperative-sticky", "range,roundrobin"] = "cooperative-sticky"
     """How a group's partitions are shared: cooperative-sticky moves only the partitions that change
     owner; "range,roundrobin" (eager) lets the group take members of a client without the
@@ -78,6 +78,42 @@ class ConsumerSettings(ProcessSettings):
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
     """Members of the consumer group this process runs, each on its own thread, connection and
     partitions. Above 1, a duplicate that reaches two partitions really races."""
+
+
+class MemberHooks(Protocol):
+    """What a plug-in gives one member's loop (ConsumerLoop's hooks of the same names)."""
+
+    def between_polls(self, consumer: Consumer) -> None:
+        """Serve what was asked of the member since its last poll; called before each poll."""
+        ...
+
+    def before_transaction(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+        """Called with a transaction's messages before it begins."""
+        ...
+
+    def held_on_purpose(self) -> Collection[str]:
+        """The topics the member holds back on purpose, which the stall watch must leave alone."""
+        ...
+
+
+class Attachment(Protocol):
+    """What a workshop process plugs into a consumer process (effectively_once.lab.attach)."""
+
+    def starting_strategy(self, configured: Strategy) -> Strategy:
+        """The strategy the process starts with: one stored by an earlier switch, else `configured`."""
+        ...
+
+    def member(self) -> MemberHooks:
+        """The hooks of one more member, before its loop is built."""
+        ...
+
+    def runtime(self, members: Sequence[tuple[ConsumerLoop, MemberHooks]]) -> object:
+        """What the control endpoint serves for the process's members (its `runtime`)."""
+        ...
+
+
+Attach = Callable[[str, "ConsumerSettings", Telemetry], Attachment]
+"""Makes a process's attachment from its consumer name, settings and telemetry."""
 
 
 def build(
@@ -96,14 +132,16 @@ def build(
     windows: Sequence[Window] = (),
     purge: bool = True,
     held_on_purpose: Callable[[], Collection[str]] = frozenset,
+    before_transaction: Callable[[Consumer, Sequence[Message]], None] | None = None,
 ) -> ConsumerLoop:
-    """A ready consumer loop; nothing connects until it runs.
+    """A ready consumer loop. Its connection pools start connecting in the background; the Kafka
+    client joins the group once the loop runs.
 
     `windows`: how long a message may come back through ways Kafka cannot show (a remote side's
     idempotency-key lifetime); the marker purge weighs them with what Kafka shows. `purge=False`
     leaves the marker purge to the caller (`run` starts one per process, not one per member).
     `held_on_purpose`: the topics `between_polls` holds back (the lab controls' hold), which the
-    stall watch must not take for stalled."""
+    stall watch must not take for stalled; `before_transaction`: the loop hook of that name."""
     faults = faults or FaultPoints()
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
@@ -177,6 +215,7 @@ def build(
         between_polls=between_polls,
         workers=workers,
         held_on_purpose=held_on_purpose,
+        before_transaction=before_transaction,
     )
 
 
@@ -206,18 +245,6 @@ def marker_purger(
     )
 
 
-def stored_strategy(settings: ConsumerSettings, consumer_name: str) -> Strategy:
-    """The strategy stored by a run-time switch, else the environment's."""
-    try:
-        with psycopg.connect(settings.DATABASE_URL, connect_timeout=5, autocommit=True) as connection:
-            return strategy_store.load(connection, consumer_name) or settings.CONSUMER_STRATEGY
-    except psycopg.Error as error:
-        log.warning(
-            "could not read the stored strategy (%s); starting with %s", error, settings.CONSUMER_STRATEGY.value
-        )
-        return settings.CONSUMER_STRATEGY
-
-
 def run(
     consumer_name: str,
     topics: tuple[str, ...],
@@ -226,7 +253,7 @@ def run(
     dead_letter_topic: str | None = None,
     ignored_types: Iterable[str] = (),
     paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
-    lab: bool = False,
+    attach: Attach | None = None,
     windows: Sequence[Window] = (),
 ) -> None:
     """Run a consumer process (CONSUMER_MEMBERS group members) until SIGTERM or SIGINT.
@@ -234,22 +261,26 @@ def run(
     CONSUMER_NAME, CONSUMER_TOPICS and DEAD_LETTER_TOPIC override the arguments of the same
     meaning (docs/consumer-process-contract.md: how any consumer process is started).
 
-    `paths` adds strategies beyond the correct one (teaching.TEACHING_PATHS); `lab` gives each
-    member the lab controls (rewind, hold, horizon, strategy) on the control endpoint. Neither is
-    for production. `windows` are redelivery windows Kafka cannot show (build() says more)."""
+    `paths` adds strategies beyond the correct one (effectively_once.lab.PATHS); `attach` plugs
+    a workshop's controls into each member and the control endpoint (effectively_once.lab.attach:
+    rewind, hold, horizon, strategy). Neither is for production. `windows` are redelivery windows
+    Kafka cannot show (build() says more)."""
     settings = settings or load(ConsumerSettings)
     consumer_name = settings.CONSUMER_NAME or consumer_name
     topics = tuple(settings.CONSUMER_TOPICS.split(",")) if settings.CONSUMER_TOPICS else topics
     dead_letter_topic = settings.DEAD_LETTER_TOPIC or dead_letter_topic
     started = start(settings, consumer_name, settings.EO_INSTANCE_ID)
     telemetry, faults = started.telemetry, started.faults
-    settings = settings.model_copy(update={"CONSUMER_STRATEGY": stored_strategy(settings, consumer_name)})
+    attachment = attach(consumer_name, settings, telemetry) if attach is not None else None
+    if attachment is not None:
+        strategy = attachment.starting_strategy(settings.CONSUMER_STRATEGY)
+        settings = settings.model_copy(update={"CONSUMER_STRATEGY": strategy})
     if settings.CONSUMER_STRATEGY not in paths:
         raise SystemExit(
             f"CONSUMER_STRATEGY={settings.CONSUMER_STRATEGY.value} is a teaching strategy this process was not given"
         )
     loops: list[ConsumerLoop] = []
-    members: list[tuple[ConsumerLoop, LabControls]] = []  # the lab's view of them, when asked for
+    members: list[tuple[ConsumerLoop, MemberHooks]] = []  # the attachment's view of them
     for member in range(settings.CONSUMER_MEMBERS):
         instance_id = (
             settings.EO_INSTANCE_ID.replace("{hostname}", socket.gethostname()) if settings.EO_INSTANCE_ID else None
@@ -257,7 +288,7 @@ def run(
         if instance_id and settings.CONSUMER_MEMBERS > 1:
             instance_id = f"{instance_id}-m{member}"
         member_settings = settings.model_copy(update={"EO_INSTANCE_ID": instance_id})
-        controls = LabControls(consumer_name, telemetry) if lab else None
+        hooks = attachment.member() if attachment is not None else None
         loop = build(
             consumer_name,
             topics,
@@ -268,19 +299,19 @@ def run(
             ignored_types=ignored_types,
             telemetry=telemetry,
             paths=paths,
-            between_polls=controls,
+            between_polls=hooks.between_polls if hooks is not None else None,
             purge=False,
-            held_on_purpose=controls.held_topics if controls is not None else frozenset,
+            held_on_purpose=hooks.held_on_purpose if hooks is not None else frozenset,
+            before_transaction=hooks.before_transaction if hooks is not None else None,
         )
         loops.append(loop)
-        if controls is not None:
-            members.append((loop, controls))
+        if hooks is not None:
+            members.append((loop, hooks))
     purger = marker_purger(settings, consumer_name, topics, loops[0].dead_letters.topic, windows)
     if purger is not None:
         purger.start()  # one per process: its members share the group, the topics and the table
     REGISTRY.register(MarkerTableCollector(settings.DATABASE_URL, consumer_name))
-    configured = timedelta(days=settings.DEDUP_HORIZON_DAYS)
-    runtime = LabProcess(consumer_name, members, settings.DATABASE_URL, telemetry, configured) if lab else None
+    runtime = attachment.runtime(members) if attachment is not None else None
     serve(started, settings, runtime=runtime)
 
     def stop_all() -> None:

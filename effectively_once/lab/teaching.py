@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from .correct_path import CLAIM, Attempt, CorrectPath, Handler, call_handler, claim_row, transaction
-from .envelope import Envelope
-from .outcomes import Outcome, Strategy
-from .processor import Path
+from ..consumer.processor import Path
+from ..consumer.transaction import CLAIM, Attempt, CorrectPath, Handler, call_handler, claim_row, transaction
+from ..envelope import Envelope
+from ..outcomes import Outcome, Strategy
 
 CHECK = "SELECT 1 FROM processed_message WHERE consumer_name = %s AND message_id = %s"
 MESSAGE_ID_ONLY_CONSUMER = "(message-id-only)"
@@ -24,7 +24,6 @@ class _OneAtATime:
     """Teaching paths take one message per transaction (or two), never a batch."""
 
     strategy: Strategy
-    acknowledges_first = False
     batches = False
 
     def attempt_batch(self, run: Attempt, events: Sequence[Envelope], handlers: Sequence[Handler]) -> list[Outcome]:
@@ -81,11 +80,10 @@ class MarkerAfterInSeparateTransaction(_OneAtATime):
 
 
 class AckBeforeCommit(CorrectPath):
-    """The correct transaction, but the loop commits the offset before it begins: a crash loses
-    the message."""
+    """The correct transaction, but the offset is committed before it begins (the lab's
+    `acknowledge_first` hook does that in the loop): a crash loses the message."""
 
     strategy = Strategy.ACK_BEFORE_COMMIT
-    acknowledges_first = True
     batches = False
 
 

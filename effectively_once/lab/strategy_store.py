@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from .outcomes import Strategy
+from ..outcomes import Strategy
 
 Connection = psycopg.Connection[Any]
 

@@ -1,10 +1,11 @@
 """Controls for the workshop's labs, outside the correct path: rewind a group member, hold a
-topic back, shorten the dedup horizon, switch a member to a teaching strategy.
+topic back, shorten the dedup horizon, switch a member to a teaching strategy, commit offsets
+before the transaction (the ack-before-commit mistake).
 
-A loop gets them through one hook (`ConsumerLoop(between_polls=LabControls(...))`), called with
-the Kafka consumer before each poll: requests from the control endpoint's thread wait in queues
-until then, because only the polling thread may seek or pause. A production process that passes
-no hook has none of this.
+A member's loop gets them through its hooks (`between_polls`, `before_transaction`,
+`held_on_purpose`; `LabAttachment` in this package's `__init__` plugs them in): requests from the
+control endpoint's thread wait in queues until the next poll, because only the polling thread may
+seek or pause. A production process plugs in nothing and has none of this.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
+from ..consumer.loop import ConsumerLoop
+from ..outcomes import Strategy
+from ..retention import purge_markers
+from ..telemetry import Telemetry
 from . import strategy_store
-from .consumer_loop import ConsumerLoop
-from .outcomes import Strategy
-from .retention import purge_markers
-from .telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 Partitions = list[dict[str, Any]]
@@ -32,8 +34,10 @@ Partitions = list[dict[str, Any]]
 class LabControls:
     """One group member's rewinds and holds, served between its polls."""
 
-    def __init__(self, name: str, telemetry: Telemetry) -> None:
+    def __init__(self, name: str, telemetry: Telemetry, strategy: Strategy = Strategy.CORRECT) -> None:
         self.name, self.telemetry = name, telemetry
+        self.strategy = strategy
+        """The member's strategy now: under ack-before-commit, `before_transaction` acknowledges first."""
         self._rewinds: queue.Queue[tuple[int | None, Future[Partitions]]] = queue.Queue()
         self._hold_requests: queue.Queue[tuple[str, float, Future[Partitions]]] = queue.Queue()
         self._held: dict[str, float] = {}
@@ -55,16 +59,25 @@ class LabControls:
         self._hold_requests.put((topic, seconds, future))
         return future
 
-    def held_topics(self) -> frozenset[str]:
-        """The topics held back now: quiet on purpose, never stalled (consumer_loop's stall watch)."""
+    def held_on_purpose(self) -> frozenset[str]:
+        """The topics held back now: quiet on purpose, never stalled (the loop's stall watch)."""
         return frozenset(self._held)
+
+    def before_transaction(self, consumer: Consumer, messages: Sequence[Message]) -> None:
+        """The ack-before-commit mistake, when the member runs it: the offsets are stored and
+        committed before the transaction even begins, so a crash inside it loses the messages."""
+        if self.strategy is not Strategy.ACK_BEFORE_COMMIT:
+            return
+        for message in messages:
+            consumer.store_offsets(message=message)
+        consumer.commit(asynchronous=False)
 
     def holds(self) -> dict[str, float]:
         """Topic -> seconds its hold has left."""
         now = time.monotonic()
         return {topic: round(max(0.0, until - now), 1) for topic, until in dict(self._held).items()}
 
-    def __call__(self, consumer: Consumer) -> None:
+    def between_polls(self, consumer: Consumer) -> None:
         """The hook: serve what was asked since the last poll, and keep holds up."""
         while not self._rewinds.empty():
             to_timestamp_ms, future = self._rewinds.get_nowait()
@@ -161,9 +174,10 @@ class LabProcess:
     def set_strategy(self, strategy: str) -> None:
         """Switch every member, and store the choice so a restart keeps it."""
         chosen = Strategy(strategy)
-        for loop, _ in self.members:
+        for loop, controls in self.members:
             for processor in loop.processors:  # every worker's
                 processor.switch_strategy(chosen)  # refused unless the process was given the path
+            controls.strategy = chosen
         with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
             strategy_store.save(connection, self.consumer_name, chosen)
         self._telemetry.emit("strategy", consumer=self.consumer_name, strategy=chosen.value)
