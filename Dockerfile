@@ -1,9 +1,9 @@
 # One image for every platform process; docker-compose.yml picks the command (target `platform`).
 # A second target, `connect`, adds Java and Kafka Connect's jars for RELAY=debezium.
 
-# Kafka Connect and Debezium's PostgreSQL connector, from infra/connect/pom.xml as natively.
+# Kafka Connect and Debezium's PostgreSQL connector, from outbox_relay/debezium/pom.xml as natively.
 FROM maven:3.9-eclipse-temurin-17 AS connect-jars
-COPY infra/connect/pom.xml /build/pom.xml
+COPY outbox_relay/debezium/pom.xml /build/pom.xml
 RUN mvn -B -q -f /build/pom.xml dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=/jars
 
 FROM python:3.11-slim AS platform
@@ -19,13 +19,14 @@ COPY effectively_once ./effectively_once
 COPY docs/adopting-the-runtime.md ./docs/adopting-the-runtime.md
 RUN uv sync --frozen --no-dev --no-editable && rm -rf effectively_once
 COPY services ./services
+COPY outbox_relay ./outbox_relay
 COPY infra ./infra
 COPY dashboards ./dashboards
 COPY labs ./labs
 ENV PYTHONPATH=/app
 USER nobody
 
-# RELAY=debezium's worker (infra/compose/relay-debezium.yml): `python -m infra.launcher
+# RELAY=debezium's worker (infra/compose/relay-debezium.yml): `python -m outbox_relay
 # connect-worker` renders its configuration from the templates the native path uses, then runs it.
 FROM platform AS connect
 USER root

@@ -105,6 +105,8 @@ class Settings(BaseSettings):
     KAFKA_CONNECT_PORT: int = 28083
     """The REST port of the Kafka Connect worker that RELAY=debezium runs."""
     KAFKA_CONNECT_HEAP: str = "384m"
+    JAVA_HOME: str | None = None
+    """The Java 17+ the launcher runs Kafka and Kafka Connect with; unset: `java` on the PATH."""
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""

@@ -47,8 +47,9 @@ def build(settings: RelaySettings, faults: FaultPoints, telemetry: Telemetry | N
     ]
 
 
-def main() -> None:
-    settings = load(RelaySettings)
+def main(settings: RelaySettings | None = None) -> None:
+    """Run the relay until SIGTERM or SIGINT, with `settings` (by default: from the environment)."""
+    settings = settings or load(RelaySettings)
     if not settings.OUTBOX_DATABASE_URLS:
         raise SystemExit("OUTBOX_DATABASE_URLS is empty: name at least one outbox database (JSON: name -> URL)")
     started = start(settings, "outbox-relay")

@@ -10,13 +10,11 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 
 from pydantic import ValidationError
 
 from infra.launcher import broker_chaos, kafka_broker, kafka_connect, kafka_principals, stack
 from infra.launcher.errors import LaunchError
-from infra.launcher.preflight import require_java
 from infra.launcher.provisioning import provision
 from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS
 from services.settings import Settings
@@ -142,17 +140,6 @@ def _provision(settings: Settings, _: argparse.Namespace) -> int:
     return 0
 
 
-def _connect_worker(settings: Settings, arguments: argparse.Namespace) -> int:
-    """docker-compose's Kafka Connect container (RELAY=debezium): render the worker and one connector
-    per outbox database from the templates the native path uses, then become the worker."""
-    worker, connectors = kafka_connect.render(
-        settings, Path(arguments.config_dir), offsets=Path(arguments.offsets), rest_host=arguments.rest_host
-    )
-    java = require_java(os.environ.get("JAVA_HOME"))
-    command = kafka_connect.java_command(java, Path(arguments.jars), settings.KAFKA_CONNECT_HEAP, worker, connectors)
-    os.execv(command[0], command)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.launcher", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -187,12 +174,6 @@ def main(argv: list[str] | None = None) -> int:
         help="roles, databases and migrations at DATABASE_URL; topics at KAFKA_BOOTSTRAP_SERVERS",
     )
     provisioning.set_defaults(run=_provision)
-    worker = commands.add_parser("connect-worker", help="RELAY=debezium's Kafka Connect worker, in a container")
-    worker.add_argument("--jars", required=True, help="Kafka Connect's and Debezium's jars")
-    worker.add_argument("--config-dir", required=True, help="where to render the worker and its connectors")
-    worker.add_argument("--offsets", required=True, help="the offsets file (a volume, to survive a restart)")
-    worker.add_argument("--rest-host", default="127.0.0.1", help="where its REST API listens (compose: 0.0.0.0)")
-    worker.set_defaults(run=_connect_worker)
     arguments = parser.parse_args(argv)
     try:
         settings = Settings()

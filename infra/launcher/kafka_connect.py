@@ -1,11 +1,10 @@
-"""Kafka Connect with Debezium's PostgreSQL connector: the second relay (RELAY=debezium).
+"""Kafka Connect with Debezium's PostgreSQL connector, as the launcher runs it (RELAY=debezium).
 
-The jars come from Maven Central through infra/connect/pom.xml, cached like the broker's. The
-launcher renders the standalone worker's properties and one connector per service database from
-the templates beside that pom, into the state directory (they hold passwords: mode 0600), and
-runs the worker under the supervisor. Each connector reads its database through a replication
-role of its own, from a slot made before any service writes (`ensure_slots`), so nothing written
-is missed and no snapshot is needed.
+The jars come from Maven Central through outbox_relay/debezium/pom.xml, cached like the
+broker's. The launcher renders the worker and its connectors into the state directory
+(`outbox_relay.debezium.render`) and runs the worker under the supervisor. Each connector reads
+its database through a replication role of its own, from a slot made before any service writes
+(`ensure_slots`), so nothing written is missed and no snapshot is needed.
 """
 
 from __future__ import annotations
@@ -13,30 +12,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from string import Template
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
 
-from effectively_once.kafka_client import KafkaPrincipal
 from infra.launcher import kafka_broker, maven_jars
 from infra.launcher.errors import LaunchError
+from outbox_relay import debezium
+from outbox_relay.wiring import outbox_databases
 from services.connect_status import connector_state
-from services.kafka_access import CDC
-from services.settings import PROJECT_ROOT, Settings
-from services.topology import CDC_SLOT_PREFIX, DATABASES, ServiceDatabase, cdc_connector, cdc_heartbeat_topic, cdc_slot
-
-CONNECT_DIR = PROJECT_ROOT / "infra" / "connect"
-POM = CONNECT_DIR / "pom.xml"
-WORKER_TEMPLATE = CONNECT_DIR / "worker.properties.template"
-CONNECTOR_TEMPLATE = CONNECT_DIR / "outbox-connector.properties.template"
-MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectStandalone"
-
-
-def outbox_databases() -> list[ServiceDatabase]:
-    """The databases with an outbox: one connector, one slot and one replication role each."""
-    return [database for database in DATABASES if database.runs_consumer_runtime]
+from services.settings import Settings
+from services.topology import CDC_SLOT_PREFIX, ServiceDatabase, cdc_connector, cdc_heartbeat_topic, cdc_slot
 
 
 def heartbeat_topics() -> tuple[str, ...]:
@@ -45,105 +32,18 @@ def heartbeat_topics() -> tuple[str, ...]:
 
 
 def ensure_jars(settings: Settings, say: Callable[[str], None]) -> Path:
-    return maven_jars.ensure(settings, POM, "connect", "Kafka Connect and Debezium", say)
+    return maven_jars.ensure(settings, debezium.POM, "connect", "Kafka Connect and Debezium", say)
 
 
 def state_dir(settings: Settings) -> Path:
     return settings.EO_STATE_DIR / "kafka-connect"
 
 
-def _write_secret(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(text)
-    return path
-
-
-def render_worker(
-    directory: Path,
-    bootstrap_servers: str,
-    principal: KafkaPrincipal,
-    rest_port: int,
-    offsets: Path | None = None,
-    rest_host: str = "127.0.0.1",
-) -> Path:
-    """Render a standalone worker's configuration into `directory`; its offsets file is `offsets`,
-    by default beside it. Its REST API (no authentication) listens on loopback unless `rest_host`
-    says otherwise (compose: the panel's container reaches it on the network)."""
-    jaas = (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{principal.username}" password="{principal.password}";'
-    )
-    rendered = Template(WORKER_TEMPLATE.read_text()).substitute(
-        BOOTSTRAP_SERVERS=bootstrap_servers,
-        SECURITY_PROTOCOL=principal.protocol,
-        SASL_MECHANISM=principal.mechanism,
-        JAAS=jaas,
-        OFFSETS_FILE=offsets or directory / "offsets",
-        REST_PORT=rest_port,
-        REST_HOST=rest_host,
-    )
-    return _write_secret(directory / "worker.properties", rendered)
-
-
-def render_connector(directory: Path, database_url: str, database_name: str, user: str, password: str) -> Path:
-    """Render the outbox connector of `database_name`, on `database_url`'s server, into `directory`."""
-    server = urlsplit(database_url)
-    rendered = Template(CONNECTOR_TEMPLATE.read_text()).substitute(
-        DATABASE=database_name,
-        DB_HOST=server.hostname or "127.0.0.1",
-        DB_PORT=server.port or 5432,
-        DB_USER=user,
-        DB_PASSWORD=password,
-    )
-    return _write_secret(directory / f"{cdc_connector(database_name)}.properties", rendered)
-
-
-def java_command(java: str, libs: Path, heap: str, worker: Path, connectors: list[Path]) -> list[str]:
-    """A standalone worker's command line, as bin/connect-standalone.sh would build it."""
-    return [
-        java,
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        "-XX:+UseG1GC",
-        "-Djava.awt.headless=true",
-        f"-Dlog4j2.configurationFile={kafka_broker.LOG4J_CONFIG}",
-        "-cp",
-        f"{libs}/*",
-        MAIN_CLASS,
-        str(worker),
-        *(str(connector) for connector in connectors),
-    ]
-
-
-def render(
-    settings: Settings, directory: Path, offsets: Path | None = None, rest_host: str = "127.0.0.1"
-) -> tuple[Path, list[Path]]:
-    """The platform's worker, as the `outbox-cdc` principal, and one connector per outbox database
-    through that database's replication role, rendered into `directory` (the state directory, or
-    under docker-compose the Connect container's own: `python -m infra.launcher connect-worker`)."""
-    worker = render_worker(
-        directory,
-        settings.kafka_bootstrap_servers,
-        settings.kafka_principal(CDC),
-        settings.KAFKA_CONNECT_PORT,
-        offsets,
-        rest_host,
-    )
-    connectors = [
-        render_connector(
-            directory, settings.admin_database_url, database.name, database.cdc_role, settings.cdc_password(database)
-        )
-        for database in outbox_databases()
-    ]
-    return worker, connectors
-
-
 def command(java: str, libs: Path, settings: Settings) -> list[str]:
     """The launcher's worker, rendered into the state directory."""
-    worker, connectors = render(settings, state_dir(settings))
-    return java_command(java, libs, settings.KAFKA_CONNECT_HEAP, worker, connectors)
+    worker, connectors = debezium.render(settings, state_dir(settings))
+    heap = settings.KAFKA_CONNECT_HEAP
+    return debezium.java_command(java, libs, heap, worker, connectors, kafka_broker.LOG4J_CONFIG)
 
 
 def prepare_database(settings: Settings) -> list[str]:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from infra.launcher import inventory_implementations, kafka_broker, kafka_connect, postgres_cluster, prometheus_server
 from infra.launcher.supervisor import Program
+from outbox_relay.wiring import relay_environment
 from services.kafka_access import principal_of
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from services.topology import AUDITOR_ROLE, DATABASES, cdc_slot, database
+from services.topology import AUDITOR_ROLE, database
 
 POSTGRES = "postgres"
 KAFKA = "kafka"
@@ -36,7 +37,7 @@ BROKER_CONTROL_OFFSET = 9
 
 BACKGROUND = (
     # name, module and arguments, database, control port offset, group members (consumers only)
-    (OUTBOX_RELAY, ["effectively_once.relay"], None, 1, 0),
+    (OUTBOX_RELAY, ["outbox_relay"], None, 1, 0),
     ("orders-saga", ["services.orders", "saga"], "orders", 2, 2),
     ("inventory", ["services.inventory"], "inventory", 3, 2),
     ("payment", ["services.payment"], "payment", 4, 2),
@@ -314,13 +315,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             "CONTROL_PORT": str(port),
         }
         if database_name is None:  # the relay: every outbox, through its own role
-            environment["OUTBOX_DATABASE_URLS"] = json.dumps(
-                {db.name: settings.relay_database_url(db) for db in DATABASES if db.runs_consumer_runtime}
-            )
-            if settings.RELAY == "debezium":  # Debezium publishes; the relay marks what it confirmed, and purges
-                environment["RELAY_CDC_SLOTS"] = json.dumps(
-                    {db.name: cdc_slot(db.name) for db in kafka_connect.outbox_databases()}
-                )
+            environment |= relay_environment(settings)
         else:
             environment["DATABASE_URL"] = settings.service_database_url(database(database_name))
             environment["EO_INSTANCE_ID"] = f"{name}-0" if instance.replica == 1 else name

@@ -154,7 +154,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     else:
         postgres_cluster.wait_until_ready(settings.admin_database_url, timeout=5)
     if settings.uses_own_kafka:
-        java = require_java(os.environ.get("JAVA_HOME"))
+        java = require_java(settings.JAVA_HOME)
         libs = kafka_broker.ensure_jars(settings, say)
         _refuse_another_kafka_topology(supervisor, settings)
         infrastructure.extend(processes.kafka_programs(settings, java, libs))
@@ -164,7 +164,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     if with_platform:
         _refuse_another_relay(supervisor, settings)
     if with_platform and settings.RELAY == "debezium":
-        java = require_java(os.environ.get("JAVA_HOME"))
+        java = require_java(settings.JAVA_HOME)
         connect.append(processes.kafka_connect_program(settings, java, kafka_connect.ensure_jars(settings, say)))
     if with_platform:
         inventory_implementations.build(settings.INVENTORY_IMPL, say)
@@ -228,7 +228,7 @@ def prepare(settings: Settings, say: Say) -> None:
     if settings.uses_own_postgres:
         postgres_cluster.ensure_installed(say)
     if settings.uses_own_kafka:
-        require_java(os.environ.get("JAVA_HOME"))
+        require_java(settings.JAVA_HOME)
         kafka_broker.ensure_jars(settings, say)
     kafka_connect.ensure_jars(settings, say)  # RELAY=debezium's, and its tests'
     prometheus_server.ensure_installed(say)

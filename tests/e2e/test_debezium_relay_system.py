@@ -27,6 +27,7 @@ from infra.launcher import kafka_connect, processes
 from infra.launcher.supervisor import Supervisor
 from labs.catalog import BY_NAME
 from labs.client import LabError, PanelClient
+from outbox_relay.wiring import outbox_databases
 from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
@@ -60,7 +61,7 @@ def _duplicates(settings: Settings) -> float:
 
 def _unmarked(settings: Settings) -> int:
     count = 0
-    for outbox in kafka_connect.outbox_databases():
+    for outbox in outbox_databases():
         with psycopg.connect(settings.auditor_database_url(outbox)) as connection:
             row = connection.execute("SELECT count(*) FROM outbox WHERE published_at IS NULL").fetchone()
             count += int(row[0]) if row else 0
@@ -71,7 +72,7 @@ def test_the_connect_worker_killed_mid_flow_loses_and_doubles_nothing(system: tu
     run, settings = system
     supervisor = Supervisor(run.state_dir)
     states = kafka_connect.connector_states(settings.KAFKA_CONNECT_PORT)
-    assert set(states.values()) == {"RUNNING"} and len(states) == len(kafka_connect.outbox_databases()), states
+    assert set(states.values()) == {"RUNNING"} and len(states) == len(outbox_databases()), states
     duplicates_before = _duplicates(settings)
     api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
     placed: list[LoadResult] = []
@@ -125,7 +126,7 @@ def test_each_connector_reads_through_a_replication_role_of_its_own(system: tupl
                 " WHERE rolname LIKE '%\\_cdc'"
             )
         }
-    expected = {cdc_slot(db.name): db.cdc_role for db in kafka_connect.outbox_databases()}
+    expected = {cdc_slot(db.name): db.cdc_role for db in outbox_databases()}
     assert {slot: (active, user) for slot, active, user in rows} == {
         slot: (True, role) for slot, role in expected.items()
     }
@@ -143,7 +144,7 @@ def test_the_panel_shows_each_slot_and_a_paused_connector_holds_its_events_until
     panel = PanelClient(settings.chaos_panel_url)
     try:
         slots = panel.slots()
-        assert set(slots) == {db.name for db in kafka_connect.outbox_databases()}
+        assert set(slots) == {db.name for db in outbox_databases()}
         assert {slot["connector"] for slot in slots.values()} == {"RUNNING"}, slots
         with pytest.raises(LabError, match="no connector for database"):
             panel.act("connector", database="nowhere", action="pause")

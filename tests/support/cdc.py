@@ -16,8 +16,9 @@ from psycopg import sql
 
 from effectively_once import schema
 from infra.launcher import kafka_connect
-from infra.launcher.kafka_broker import ensure_topics
+from infra.launcher.kafka_broker import LOG4J_CONFIG, ensure_topics
 from infra.launcher.preflight import require_java
+from outbox_relay import debezium
 from services.kafka_access import ADMIN
 from services.settings import Settings
 from services.topology import cdc_connector, cdc_heartbeat_topic, cdc_slot
@@ -86,10 +87,10 @@ def cdc_database(settings: Settings, directory: Path, heap: str = "256m") -> Ite
         ensure_topics(settings.kafka_bootstrap_servers, (cdc_heartbeat_topic(name),))
         port = free_port()
         principal = settings.kafka_principal(ADMIN)
-        worker = kafka_connect.render_worker(directory, settings.kafka_bootstrap_servers, principal, port)
-        connector = kafka_connect.render_connector(directory, admin_url, name, role, password)
+        worker = debezium.render_worker(directory, settings.kafka_bootstrap_servers, principal, port)
+        connector = debezium.render_connector(directory, admin_url, name, role, password)
         libs = kafka_connect.ensure_jars(settings, print)
-        command = kafka_connect.java_command(require_java(None), libs, heap, worker, [connector])
+        command = debezium.java_command(require_java(None), libs, heap, worker, [connector], LOG4J_CONFIG)
         cdc = Cdc(name, url, port, command, directory / "worker.log")
         try:
             cdc.start()

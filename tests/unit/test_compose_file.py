@@ -164,12 +164,12 @@ def test_both_prometheus_configurations_scrape_the_same_processes_on_the_same_po
 
 
 def test_the_image_holds_every_package_the_processes_import() -> None:
-    """Every package of this repository that the image's processes (services/, infra/) import,
-    found by reading their imports, is copied into the image."""
+    """Every package of this repository that the image's processes (services/, infra/,
+    outbox_relay/) import, found by reading their imports, is copied into the image."""
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
     ours = {path.parent.name for path in PROJECT_ROOT.glob("*/__init__.py")}
-    imported = {"services", "infra"}
-    for folder in ("services", "infra"):
+    imported = {"services", "infra", "outbox_relay"}
+    for folder in ("services", "infra", "outbox_relay"):
         for source in (PROJECT_ROOT / folder).rglob("*.py"):
             imported |= set(re.findall(r"^\s*(?:from|import) (\w+)", source.read_text(), re.M)) & ours
     assert {"effectively_once", "dashboards", "labs"} <= imported
@@ -278,9 +278,9 @@ def test_debezium_in_compose_runs_the_native_paths_worker_and_marks_like_it() ->
     assert override["services"]["provision"]["environment"]["RELAY"] == "debezium"
     connect = override["services"]["kafka-connect"]
     assert connect["build"] == {"context": ".", "target": "connect"}
-    assert connect["command"][:4] == ["python", "-m", "infra.launcher", "connect-worker"]
+    assert connect["command"][:4] == ["python", "-m", "outbox_relay", "connect-worker"]
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
-    assert "AS connect" in dockerfile and "infra/connect/pom.xml" in dockerfile
+    assert "AS connect" in dockerfile and "outbox_relay/debezium/pom.xml" in dockerfile
     assert "/opt/connect-jars" in dockerfile and "/opt/connect-jars" in connect["command"]
     assert "mkdir -p /connect-offsets && chown nobody /connect-offsets" in dockerfile  # the volume is writable
     assert any(volume.startswith("connect-offsets:") for volume in connect["volumes"])
