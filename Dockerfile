@@ -20,6 +20,8 @@ COPY docs/adopting-the-runtime.md ./docs/adopting-the-runtime.md
 RUN uv sync --frozen --no-dev --no-editable && rm -rf effectively_once
 COPY services ./services
 COPY outbox_relay ./outbox_relay
+COPY chaos_panel ./chaos_panel
+COPY auditor ./auditor
 COPY infra ./infra
 COPY dashboards ./dashboards
 COPY labs ./labs

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from . import logs
-from .control import serve_control
+from .control_endpoint import serve_control
 from .faults import FaultPoints
 from .telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from .telemetry import connect as connect_telemetry

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from auditor.invariants import Anomaly, Query, Verdict, audit, database_reader
+from chaos_panel.acting.control_endpoints import ControlError, ControlPlane
+from chaos_panel.acting.injector import InjectionError, Injector
+from chaos_panel.reading import records
+from chaos_panel.reading.telemetry_store import read_telemetry
 from infra.launcher import broker_chaos, processes
 from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
-from services.chaos_panel import records
-from services.chaos_panel.auditor import Anomaly, Query, Verdict, audit, database_reader
-from services.chaos_panel.control_plane import ControlError, ControlPlane
-from services.chaos_panel.injector import InjectionError, Injector
-from services.chaos_panel.telemetry_store import read_telemetry
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import database

@@ -244,7 +244,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
     programs = [
         Program(
             name=CHAOS_PANEL,
-            command=[sys.executable, "-m", "services.chaos_panel"],
+            command=[sys.executable, "-m", "chaos_panel"],
             environment={
                 **_python_environment(settings, CHAOS_PANEL, run_id),
                 "DATABASE_URL": panel_database,

@@ -22,13 +22,13 @@ import psycopg
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from auditor.invariants import audit, database_reader, report
 from dashboards.build import DASHBOARDS, DEBEZIUM_ONLY, expressions, render
 from infra.launcher import kafka_connect, processes
 from infra.launcher.supervisor import Supervisor
 from labs.catalog import BY_NAME
 from labs.client import LabError, PanelClient
 from outbox_relay.wiring import outbox_databases
-from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import cdc_slot, database

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from auditor.invariants import audit, database_reader, report
 from infra.launcher.processes import control_urls
-from services.chaos_panel.auditor import audit, database_reader, report
 from services.orders.load import place_orders
 from services.settings import Settings
 from services.topology import database

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from auditor.invariants import Query, database_reader
 from dashboards.build import DASHBOARDS, DEBEZIUM_ONLY, expressions, render
 from infra.launcher import processes
-from services.chaos_panel.auditor import Query, database_reader
 from services.orders.load import place_orders
 from services.settings import Settings
 from services.topology import CONSUMERS, database

@@ -13,7 +13,7 @@ import httpx
 import psycopg
 import pytest
 
-from services.chaos_panel.auditor import Verdict, audit, database_reader, report
+from auditor.invariants import Verdict, audit, database_reader, report
 from services.orders.load import place_orders
 from services.saga_contract import CATALOG
 from services.settings import Settings
@@ -170,7 +170,7 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
     unmarked = evidence[("orders-saga-v1: every marker has its effect", unrecorded)]
     assert "PaymentAuthorized" in unmarked and "history has no PaymentAuthorized" in unmarked, unmarked
     result = subprocess.run(
-        [sys.executable, "-m", "services.chaos_panel.auditor"],
+        [sys.executable, "-m", "auditor"],
         env=run.environment,
         capture_output=True,
         text=True,

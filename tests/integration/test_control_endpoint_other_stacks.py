@@ -2,7 +2,7 @@
 Python runtime's (tests/unit/test_control_endpoint_hostile.py): no input answers 5xx, a refused
 request arms nothing, and a web page can neither arm a fault (a `text/plain` POST, a foreign
 Origin) nor reach one under a foreign Host. Requests are drawn from the protocol's own request
-model (effectively_once.control.ROUTES), hostile values mixed in, and sent over a real socket to
+model (effectively_once.control_endpoint.ROUTES), hostile values mixed in, and sent over a real socket to
 the real processes."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from effectively_once import contract
 from effectively_once.contract import kafka
 from effectively_once.contract.running import RunningConsumer
-from effectively_once.control import ROUTES
+from effectively_once.control_endpoint import ROUTES
 from services.settings import PROJECT_ROOT, Settings
 from tests.integration.conftest import service_schema
 from tests.integration.test_contract_suite import _placed, _units_reserved

@@ -6,7 +6,7 @@ import socket
 
 import httpx
 
-from effectively_once.control import serve_control
+from effectively_once.control_endpoint import serve_control
 from effectively_once.faults import FaultPoints
 from tests.support.network import free_port
 

@@ -18,11 +18,11 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
+from chaos_panel.acting.injector import POISON_KINDS, Injector
+from chaos_panel.context import build_panel
+from chaos_panel.settings import PanelSettings
+from chaos_panel.web.app import create_app
 from infra.launcher.processes import control_urls
-from services.chaos_panel.app import create_app
-from services.chaos_panel.context import build_panel
-from services.chaos_panel.injector import POISON_KINDS, Injector
-from services.chaos_panel.settings import PanelSettings
 from services.settings import Settings, with_credentials
 from services.topology import AUDITOR_ROLE, EVENT_TOPICS
 from tests.support.hostile_requests import Drawn, Operation, examples, operations, requests_for

@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from services.chaos_panel.cdc_relay import CdcRelay
-from services.chaos_panel.control_plane import ControlError
+from chaos_panel.acting.control_endpoints import ControlError
+from chaos_panel.reading.debezium_slots import CdcRelay
 from services.connect_status import connector_state
 
 SLOT_ROWS = [("eo_outbox_orders", "orders", True, 300_000, 1_000), ("eo_outbox_payment", "payment", True, 2_000, 0)]

@@ -165,11 +165,12 @@ def test_both_prometheus_configurations_scrape_the_same_processes_on_the_same_po
 
 def test_the_image_holds_every_package_the_processes_import() -> None:
     """Every package of this repository that the image's processes (services/, infra/,
-    outbox_relay/) import, found by reading their imports, is copied into the image."""
+    outbox_relay/, chaos_panel/, auditor/) import, found by reading their imports, is copied
+    into the image."""
     dockerfile = (PROJECT_ROOT / "Dockerfile").read_text()
     ours = {path.parent.name for path in PROJECT_ROOT.glob("*/__init__.py")}
-    imported = {"services", "infra", "outbox_relay"}
-    for folder in ("services", "infra", "outbox_relay"):
+    imported = {"services", "infra", "outbox_relay", "chaos_panel", "auditor"}
+    for folder in ("services", "infra", "outbox_relay", "chaos_panel", "auditor"):
         for source in (PROJECT_ROOT / folder).rglob("*.py"):
             imported |= set(re.findall(r"^\s*(?:from|import) (\w+)", source.read_text(), re.M)) & ours
     assert {"effectively_once", "dashboards", "labs"} <= imported

@@ -4,7 +4,7 @@ import io
 import json
 from typing import Any
 
-from effectively_once.control import control_app
+from effectively_once.control_endpoint import control_app
 from effectively_once.faults import FaultAction, FaultPoints
 
 

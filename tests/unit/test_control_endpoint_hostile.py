@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from effectively_once.control import ROUTES, control_app
+from effectively_once.control_endpoint import ROUTES, control_app
 from effectively_once.faults import FaultPoints
 from tests.support.hostile_requests import Drawn, Operation, examples, requests_for
 from tests.unit.test_control_endpoint import _FakeConsumerProcess, environ_of

@@ -35,13 +35,13 @@ def test_every_panel_has_a_unique_id_and_queries_the_provisioned_prometheus(name
 
 
 def test_the_panel_links_every_dashboard_by_its_uid() -> None:
-    from services.chaos_panel.pages import GRAFANA_DASHBOARDS
+    from chaos_panel.web.pages import GRAFANA_DASHBOARDS
 
     assert set(GRAFANA_DASHBOARDS) == {json.loads(render(name))["uid"] for name in DASHBOARDS}
 
 
 def test_a_chart_scales_its_lines_into_the_box_and_drops_nan() -> None:
-    from services.chaos_panel.charts import CHARTS, HEIGHT, WIDTH, draw
+    from chaos_panel.drawing.charts import CHARTS, HEIGHT, WIDTH, draw
 
     chart = draw(CHARTS[0], [("applied", [(0.0, 0.0), (5.0, 10.0), (10.0, float("nan"))])], 0.0, 10.0)
     (line,) = chart.lines
@@ -54,7 +54,7 @@ def test_a_chart_scales_its_lines_into_the_box_and_drops_nan() -> None:
     [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 kB"), (84_900, "82.9 kB"), (18_245_000, "17.4 MB"), (3 << 30, "3.0 GB")],
 )
 def test_sizes_read_in_the_unit_that_suits_them(count: int, shown: str) -> None:
-    from services.chaos_panel.charts import BYTES, SLOT_CHARTS, Chart, byte_size
+    from chaos_panel.drawing.charts import BYTES, SLOT_CHARTS, Chart, byte_size
 
     assert byte_size(count) == shown
     assert SLOT_CHARTS[0].unit == BYTES and Chart("slots", BYTES).shown(count) == shown
@@ -64,8 +64,8 @@ def test_sizes_read_in_the_unit_that_suits_them(count: int, shown: str) -> None:
 def test_with_grafana_the_panel_links_its_dashboards() -> None:
     from fastapi.testclient import TestClient
 
-    from services.chaos_panel.app import create_app
-    from services.chaos_panel.settings import PanelSettings
+    from chaos_panel.settings import PanelSettings
+    from chaos_panel.web.app import create_app
 
     settings = PanelSettings(GRAFANA_URL="http://127.0.0.1:3000/", KAFKA_BOOTSTRAP_SERVERS="127.0.0.1:9")
     home = TestClient(create_app(settings), base_url="http://127.0.0.1:8080").get("/overview").text

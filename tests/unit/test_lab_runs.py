@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from chaos_panel.acting.control_endpoints import ControlError
+from chaos_panel.acting.lab_runs import ANSWERS, LabRuns, answer_of
 from labs.catalog import LABS
-from services.chaos_panel.control_plane import ControlError
-from services.chaos_panel.lab_runs import ANSWERS, LabRuns, answer_of
 from tests.support.waiting import wait_for
 
 

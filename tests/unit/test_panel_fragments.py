@@ -9,8 +9,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from services.chaos_panel.app import create_app
-from services.chaos_panel.settings import PanelSettings
+from chaos_panel.settings import PanelSettings
+from chaos_panel.web.app import create_app
 
 NOWHERE = "http://127.0.0.1:9"
 ROW = {

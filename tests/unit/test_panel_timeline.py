@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from services.chaos_panel.control_plane import outcome_counts, stalled_partitions
-from services.chaos_panel.records import OutboxEvent, literal
-from services.chaos_panel.telemetry_store import TelemetryStore
-from services.chaos_panel.timeline import build
+from chaos_panel.acting.control_endpoints import outcome_counts, stalled_partitions
+from chaos_panel.domain.timeline import build
+from chaos_panel.reading.records import OutboxEvent, literal
+from chaos_panel.reading.telemetry_store import TelemetryStore
 
 T0 = 1_800_000_000.0
 

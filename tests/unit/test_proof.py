@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.chaos_panel.proof import Facts, build
-from services.chaos_panel.records import OutboxEvent
+from chaos_panel.domain.proof import Facts, build
+from chaos_panel.reading.records import OutboxEvent
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 PLACED = OutboxEvent("orders", "m-placed", "o-1", "OrderPlaced", "orders.events", NOW, NOW, 1, None, None, "{}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.chaos_panel.system_map import (
+from chaos_panel.drawing.system_map import (
     CONSUMER_PROCESS,
     LINE_CHAR,
     LINE_STEP,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from services.chaos_panel.control_plane import ControlError
+from chaos_panel.acting.control_endpoints import ControlError
 from services.orders.load import LoadResult, order_body, place_orders
 
 MAX_RATE = 200.0

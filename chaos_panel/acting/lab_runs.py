@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from chaos_panel.acting.control_endpoints import ControlError
 from labs.catalog import BY_NAME
 from labs.client import LabError, PanelClient
 from labs.lab import run
-from services.chaos_panel.control_plane import ControlError
 
 ANSWERS = ("lost", "doubled", "neither")
 DOUBLED = ("decides once per order", "at most one charge per order", "at most one email per order")

@@ -1,13 +1,13 @@
-"""Run the chaos panel: `python -m services.chaos_panel`."""
+"""Run the chaos panel: `python -m chaos_panel`."""
 
 import logging
 
 import uvicorn
 
+from chaos_panel.settings import PanelSettings
+from chaos_panel.web.app import create_app
 from effectively_once import logs
 from effectively_once.telemetry import announce_start
-from services.chaos_panel.app import create_app
-from services.chaos_panel.settings import PanelSettings
 
 
 def main() -> None:

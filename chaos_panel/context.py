@@ -6,20 +6,20 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from auditor.invariants import Query, Verdict, audit, database_reader
+from chaos_panel.acting.broker_faults import BrokerFaults
+from chaos_panel.acting.control_endpoints import ControlPlane, ProcessState
+from chaos_panel.acting.injector import Injector
+from chaos_panel.acting.lab_runs import LabRuns
+from chaos_panel.acting.load_runner import LoadRunner
+from chaos_panel.reading import records
+from chaos_panel.reading.debezium_slots import CdcRelay
+from chaos_panel.reading.health import per_database
+from chaos_panel.reading.safe_horizons import SafeHorizons
+from chaos_panel.reading.telemetry_store import TelemetryReader, TelemetryStore
+from chaos_panel.settings import PanelSettings
+from chaos_panel.web.security import Guard
 from labs.client import PanelClient
-from services.chaos_panel import records
-from services.chaos_panel.auditor import Query, Verdict, audit, database_reader
-from services.chaos_panel.broker_faults import BrokerFaults
-from services.chaos_panel.cdc_relay import CdcRelay
-from services.chaos_panel.control_plane import ControlPlane, ProcessState
-from services.chaos_panel.health import per_database
-from services.chaos_panel.horizons import SafeHorizons
-from services.chaos_panel.injector import Injector
-from services.chaos_panel.lab_runs import LabRuns
-from services.chaos_panel.load_runner import LoadRunner
-from services.chaos_panel.security import Guard
-from services.chaos_panel.settings import PanelSettings
-from services.chaos_panel.telemetry_store import TelemetryReader, TelemetryStore
 
 
 @dataclass

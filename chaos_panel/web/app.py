@@ -12,11 +12,11 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import make_asgi_app
 
+from chaos_panel.context import Panel, build_panel
+from chaos_panel.settings import PanelSettings
+from chaos_panel.web import actions, pages, reads
 from effectively_once import request_checks
 from services import http_front_door
-from services.chaos_panel import controls, pages
-from services.chaos_panel.context import Panel, build_panel
-from services.chaos_panel.settings import PanelSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,9 @@ def create_app(settings: PanelSettings, panel: Panel | None = None) -> FastAPI:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    app.include_router(pages.router(panel))
-    app.include_router(controls.router(panel))
+    app.include_router(pages.router)
+    app.include_router(reads.router)
+    app.include_router(actions.router)
     return app
 
 

@@ -25,10 +25,10 @@ from datetime import UTC, datetime, timedelta
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from chaos_panel.reading.records import OutboxEvent
 from effectively_once.dead_letters import dead_letter_headers
 from effectively_once.envelope import MAX_BODY_BYTES
 from effectively_once.kafka_client import KEY_PARTITIONER, client_config
-from services.chaos_panel.records import OutboxEvent
 from services.topology import CONSUMERS, EVENT_TOPICS, ORDERS_EVENTS, TOPIC_PARTITIONS
 
 COPY_CHANGES = {

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from services.chaos_panel.auditor import Query
-from services.chaos_panel.control_plane import ControlError
+from auditor.invariants import Query
+from chaos_panel.acting.control_endpoints import ControlError
 from services.connect_status import connector_state
 from services.topology import CDC_SLOT_PREFIX, cdc_connector
 

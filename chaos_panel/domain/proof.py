@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from services.chaos_panel.records import OutboxEvent
-from services.chaos_panel.timeline import position
+from chaos_panel.domain.timeline import position
+from chaos_panel.reading.records import OutboxEvent
 
 
 @dataclass(frozen=True)

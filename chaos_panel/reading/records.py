@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from auditor.invariants import Query
 from effectively_once.relay.claim import ENVELOPE
-from services.chaos_panel.auditor import Query
 from services.topology import DATABASES
 
 OUTBOX_DATABASES = tuple(db.name for db in DATABASES if db.runs_consumer_runtime)

@@ -1,5 +1,5 @@
 """The auditor: proves from the databases and the sandboxes' ledgers that nothing was lost and
-nothing doubled. `make audit` prints the verdict and exits 1 on any anomaly; the panel shows it.
+nothing doubled: the invariants. `make audit` prints the verdict (`__main__.py`); the panel shows it.
 
 It reads through the read-only `auditor` role. Each check names the invariant it holds, and each
 anomaly the order (or SKU) and the evidence.
@@ -13,7 +13,6 @@ the retry policy's maximum age): that one is listed as retrying.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -21,13 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from confluent_kafka import KafkaException
 
 from services import saga_contract as contract
-from services.chaos_panel.telemetry_store import DeadLetter, read_dead_letters
-from services.operator import act_as_operator
-from services.settings import Settings
-from services.topology import database
 
 FINAL = ("CONFIRMED", "REJECTED", "CANCELLED")
 
@@ -380,33 +374,3 @@ def report(verdict: Verdict) -> Iterable[str]:
         yield f"RETRYING: {len(verdict.retrying)} (transient failures, parked if they outlast the retry policy)"
         for retrying in verdict.retrying[:20]:
             yield f"  {retrying.service}: {retrying.order_id}: {retrying.reason}"
-
-
-def dead_letter_report(letters: list[DeadLetter]) -> Iterable[str]:
-    """Dead letters are not anomalies (nothing was lost: each waits on its topic with its reason),
-    but each is listed, grouped by consumer and reason."""
-    yield f"DEAD LETTERS: {len(letters)}"
-    groups = Counter((letter.consumer, letter.reason) for letter in letters)
-    for (consumer, reason), count in sorted(groups.items()):
-        yield f"  {consumer}: {reason} × {count}"
-        for letter in [x for x in letters if (x.consumer, x.reason) == (consumer, reason)][:5]:
-            yield f"    {letter.original} message {letter.message_id or '(none)'}: {letter.error_class}: {letter.error}"
-
-
-def main() -> int:
-    settings = Settings()
-    act_as_operator(settings)
-    verdict = audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
-    for line in report(verdict):
-        print(line)
-    try:
-        for line in dead_letter_report(read_dead_letters(settings.kafka_bootstrap_servers)):
-            print(line)
-    except (KafkaException, TimeoutError) as error:
-        print(f"DEAD LETTERS: could not be read ({error})")
-        return 1
-    return 0 if verdict.green else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.chaos_panel import records
-from services.chaos_panel.auditor import Query
-from services.chaos_panel.proof import EFFECTS, Facts
-from services.chaos_panel.records import literal
-from services.chaos_panel.telemetry_store import TelemetryStore
+from auditor.invariants import Query
+from chaos_panel.domain.proof import EFFECTS, Facts
+from chaos_panel.reading import records
+from chaos_panel.reading.records import literal
+from chaos_panel.reading.telemetry_store import TelemetryStore
 from services.topology import consumer
 
 ROWS = {

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from services.chaos_panel.control_plane import ControlError, call
+from chaos_panel.acting.control_endpoints import ControlError, call
 
 SERVICE = "the Kafka nodes' control endpoint"
 NOT_AVAILABLE = (

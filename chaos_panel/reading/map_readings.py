@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
+from chaos_panel.acting.control_endpoints import ProcessState
+from chaos_panel.context import Panel
+from chaos_panel.drawing.system_map import ProcessReading, Readings
 from dashboards.queries import DELIVERY_RATES, LAG_BY_EDGE, OUTBOX_BACKLOG, PUBLISHED_RATE
-from services.chaos_panel.context import Panel
-from services.chaos_panel.control_plane import ProcessState
-from services.chaos_panel.system_map import ProcessReading, Readings
 
 FAILED = ("retryable_failure", "terminal_failure")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from services.chaos_panel.records import OutboxEvent
+from chaos_panel.reading.records import OutboxEvent
 
 OUTCOME_WORDS = {
     "applied": "applied",
