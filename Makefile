@@ -111,7 +111,7 @@ browser: ## Debian's chromium and chromedriver, for the panel's browser tests (i
 lint: venv inventory-node ## ruff and mypy; tsc for the TypeScript consumer
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy effectively_once outbox_relay services chaos_panel auditor infra dashboards tests benchmarks soak labs
+	$(VENV)/bin/mypy effectively_once outbox_relay services chaos_panel auditor infra dashboards tests benchmarks soak labs workbench
 	@cd $(NODE_INVENTORY) && npx --no-install tsc -p . --noEmit
 
 # The TypeScript inventory consumer: npm ci from its lockfile (npm's cache is outside the

@@ -32,7 +32,7 @@ from effectively_once.outcomes import Strategy
 from effectively_once.telemetry import KafkaTelemetry
 from infra.launcher import kafka_broker, stack
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from tests.support.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
+from workbench.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
 
 DATABASE = "benchmarks"
 RESULTS = PROJECT_ROOT / "artifacts" / "bench" / "consumer.json"

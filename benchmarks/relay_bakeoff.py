@@ -1,7 +1,7 @@
 """Both relays on the same outbox in one run: the built-in relay and Debezium (RELAY=debezium).
 
 One database of its own, read by a Kafka Connect worker rendered from the launcher's templates
-(tests/support/cdc.py), and the built-in relay on the same rows:
+(workbench/cdc.py), and the built-in relay on the same rows:
 
 - throughput: the same N rows, written while the connector is paused, sent by each relay in turn,
   counted as they reach a consumer (broker-confirmed events/s);
@@ -45,9 +45,9 @@ from infra.launcher import stack
 from infra.launcher.kafka_broker import ensure_topics
 from services.kafka_access import ADMIN
 from services.settings import PROJECT_ROOT, Settings
-from tests.support.cdc import Cdc, cdc_database
-from tests.support.ledger import entry
-from tests.support.network import free_port
+from workbench.cdc import Cdc, cdc_database
+from workbench.ledger import entry
+from workbench.network import free_port
 
 RESULTS = PROJECT_ROOT / "artifacts" / "bench" / "relay-bakeoff.json"
 CHART = PROJECT_ROOT / "artifacts" / "bench" / "relay-bakeoff.png"

@@ -31,7 +31,7 @@ from effectively_once.relay.settings import RelaySettings
 from effectively_once.relay.worker import DatabaseRelay
 from infra.launcher import kafka_broker, stack
 from services.settings import PROJECT_ROOT, Settings
-from tests.support.ledger import entry
+from workbench.ledger import entry
 
 RESULTS = PROJECT_ROOT / "artifacts" / "bench" / "relay.json"
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.launcher_run import LauncherRun
-from tests.support.network import free_port
+from workbench.network import free_port
 
 
 @pytest.fixture

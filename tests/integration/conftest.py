@@ -28,10 +28,10 @@ from effectively_once.lab.teaching import with_teaching_paths
 from infra.launcher.kafka_broker import ensure_topics
 from services.sandbox_admin import admin_headers
 from services.settings import PROJECT_ROOT, Settings, with_credentials
-from tests.support.ledger import SCHEMA
 from tests.support.migration_files import apply_files
 from tests.support.outbox import new_outbox
 from tests.support.sandboxes import ADMIN_PASSWORD, running
+from workbench.ledger import SCHEMA
 
 RUNTIME_TESTS_DATABASE = "runtime_tests"
 

@@ -12,7 +12,7 @@ from effectively_once.consumer.processor import TerminalFailure
 from effectively_once.envelope import Envelope
 from effectively_once.outcomes import Outcome
 from tests.integration.conftest import ProcessorFactory
-from tests.support.ledger import (
+from workbench.ledger import (
     LEDGER_ENTRY,
     advance_state,
     entry,

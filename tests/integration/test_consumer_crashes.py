@@ -14,9 +14,9 @@ from effectively_once.kafka_client import client_config
 from services.settings import Settings
 from tests.integration.conftest import Topics
 from tests.support.consumer_process import ConsumerProcess
-from tests.support.ledger import entry, ledger_rows, markers
-from tests.support.network import free_port
 from tests.support.waiting import wait_for
+from workbench.ledger import entry, ledger_rows, markers
+from workbench.network import free_port
 
 
 def publish(settings: Settings, topic: str, *events: Envelope) -> None:

@@ -22,8 +22,8 @@ from effectively_once.envelope import MAX_BODY_BYTES, Envelope
 from effectively_once.kafka_client import client_config
 from services.settings import Settings
 from tests.integration.conftest import Topics
-from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
 from tests.support.waiting import wait_for
+from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
 
 
 def _loop(

@@ -66,7 +66,7 @@ def test_the_scenario_inventory_does_not_declare_refuses_to_run_rather_than_pass
 
 
 # The suite fails what breaks the pattern: a handler without a business key, and one whose
-# state depends on the order events arrive in. (tests.support.ledger's domain, in runtime_tests.)
+# state depends on the order events arrive in. (workbench.ledger's domain, in runtime_tests.)
 
 LEDGER_HANDLERS = "tests.integration.test_contract_suite:NAIVE_HANDLERS"
 

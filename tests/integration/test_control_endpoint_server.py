@@ -8,7 +8,7 @@ import httpx
 
 from effectively_once.control_endpoint import serve_control
 from effectively_once.faults import FaultPoints
-from tests.support.network import free_port
+from workbench.network import free_port
 
 
 def test_a_client_that_sends_half_a_request_does_not_block_the_others() -> None:

@@ -20,10 +20,10 @@ from prometheus_client import REGISTRY
 from effectively_once.outbox import add_to_outbox
 from infra.launcher.kafka_broker import ensure_topics
 from services.settings import Settings
-from tests.support.cdc import Cdc, cdc_database
-from tests.support.ledger import entry
 from tests.support.outbox import make_relay, read_topic, write_events
 from tests.support.waiting import wait_for
+from workbench.cdc import Cdc, cdc_database
+from workbench.ledger import entry
 
 pytestmark = pytest.mark.timeout(600)
 

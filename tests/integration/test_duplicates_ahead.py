@@ -17,7 +17,7 @@ from effectively_once.kafka_client import client_config
 from effectively_once.outcomes import Outcome, Strategy
 from services.settings import Settings
 from tests.integration.conftest import ProcessorFactory, Topics
-from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
+from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
 
 
 class ToldDeliveries:

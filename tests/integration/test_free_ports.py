@@ -5,7 +5,7 @@ system's servers had taken)."""
 
 from __future__ import annotations
 
-from tests.support.network import free_ports
+from workbench.network import free_ports
 
 NAMES = ("POSTGRES_PORT", "CHAOS_PANEL_PORT", "MAIL_PORT", "PROMETHEUS_PORT")
 RANGES = {"CONTROL_PORT_BASE": 60, "KAFKA_PORT": 6}

@@ -17,7 +17,7 @@ from effectively_once.outcomes import Outcome, Strategy
 from effectively_once.typed_payload import typed
 from tests.integration.conftest import ProcessorFactory
 from tests.support.hostile_requests import examples
-from tests.support.ledger import LEDGER_ENTRY, entry, ledger_rows, markers
+from workbench.ledger import LEDGER_ENTRY, entry, ledger_rows, markers
 
 INSERT = "INSERT INTO ledger (consumer_name, message_id, order_key, amount) VALUES (%s, %s, %s, 1)"
 

@@ -17,7 +17,7 @@ from effectively_once.envelope import Envelope
 from effectively_once.faults import FaultPoints
 from effectively_once.outcomes import Outcome
 from tests.integration.conftest import ProcessorFactory
-from tests.support.ledger import (
+from workbench.ledger import (
     LEDGER_ENTRY,
     advance_state,
     entry,

@@ -27,7 +27,7 @@ from effectively_once.message_ids import LATEST, message_id_time, new_message_id
 from effectively_once.outcomes import Outcome, Strategy
 from tests.integration.conftest import ProcessorFactory
 from tests.integration.test_contract_suite import _placed, _units_reserved
-from tests.support.ledger import LEDGER_ENTRY, ledger_handler, ledger_rows, markers
+from workbench.ledger import LEDGER_ENTRY, ledger_handler, ledger_rows, markers
 
 ANY_TEXT = st.text(max_size=60).filter(lambda text: "\x00" not in text)
 TIMED_IDS = st.integers(0, 2**48 - 1).map(lambda ms: new_message_id(ms * 1_000_000))

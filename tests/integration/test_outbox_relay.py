@@ -28,9 +28,9 @@ from infra.launcher.supervisor import Supervisor
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import database
 from tests.support.launcher_run import LauncherRun
-from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
 from tests.support.outbox import make_relay, read_topic, write_events
 from tests.support.waiting import wait_for
+from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from effectively_once.faults import FaultAction, FaultPoints
 from effectively_once.outcomes import Outcome, Strategy
 from tests.integration.conftest import ProcessorFactory
-from tests.support.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows, markers
+from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows, markers
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from typing import IO
 from infra.launcher import kafka_broker
 from infra.launcher.preflight import require_java
 from services.settings import Settings
-from tests.support.network import free_port_range
+from workbench.network import free_port_range
 
 
 @dataclass

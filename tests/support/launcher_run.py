@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.settings import PROJECT_ROOT, Settings
-from tests.support.network import free_ports
+from workbench.network import free_ports
 
 
 def _system_ports() -> dict[str, int]:

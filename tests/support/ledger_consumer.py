@@ -10,7 +10,7 @@ import sys
 
 from effectively_once import lab
 from effectively_once.consumer import wiring
-from tests.support.ledger import LEDGER_ENTRY, ledger_handler
+from workbench.ledger import LEDGER_ENTRY, ledger_handler
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ from effectively_once.outbox import add_to_outbox
 from effectively_once.relay.publish import producer_settings
 from effectively_once.relay.settings import RelaySettings
 from effectively_once.relay.worker import DatabaseRelay
-from tests.support.ledger import entry
 from tests.support.migration_files import apply_files
+from workbench.ledger import entry
 
 
 def new_outbox(runtime_db: str) -> str:

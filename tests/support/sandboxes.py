@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import httpx
 
 from services.settings import PROJECT_ROOT
-from tests.support.network import free_port
 from tests.support.waiting import wait_for
+from workbench.network import free_port
 
 ADMIN_PASSWORD = "sandbox-admin-test-password"
 """What the sandboxes run by the tests take for their /admin/faults (the tests' clients send it)."""

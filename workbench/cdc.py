@@ -22,7 +22,7 @@ from outbox_relay import debezium
 from services.kafka_access import ADMIN
 from services.settings import Settings
 from services.topology import cdc_connector, cdc_heartbeat_topic, cdc_slot
-from tests.support.network import free_port
+from workbench.network import free_port
 
 
 @dataclass
