@@ -1,5 +1,6 @@
-"""The loop behind the platform's executors: take one pending row, do its remote call, record
-the result, again; sleep on LISTEN (or a short poll) when there is none.
+"""The one worker behind the platform's executors: take one pending row, do its remote call,
+record the result, again; sleep on LISTEN (or a short poll) when there is none. A service
+configures it with a `PendingCall` (which rows, which call, how each ending is recorded).
 
 A remote call cannot share a transaction with the database. So the work is a row committed by
 the consumer (with its marker), the call carries an idempotency key derived from that row, and
@@ -19,22 +20,100 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import psycopg
 from pydantic import Field
 
 from .faults import FaultPoints
 from .process import ProcessSettings, load, serve, start, stop_on_signals
-from .remote_call import RetryPolicy
-from .telemetry import Telemetry
+from .remote_call import CallResult, Kind, RetryPolicy
+from .telemetry import NoTelemetry, Telemetry
 
 log = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
+Row = dict[str, Any]
+"""A pending row as `PendingCall.due` read it (psycopg's dict_row), with at least `order_id`,
+`idempotency_key`, `retrying_since` and `now` (the database's clock)."""
 TakeOne = Callable[[Connection, FaultPoints, Telemetry, RetryPolicy], bool]
 """Handle one pending row in its own transaction (telling each remote call); False when there was
 none due."""
+
+
+class PendingCall(Protocol):
+    """One kind of pending work: its due rows, its remote call, and how each ending is recorded.
+    Every method but `call` runs in the transaction that holds the row's lock."""
+
+    service: str
+    """Who is called, as telemetry names it ("payment provider")."""
+    described: str
+    """Who is called, as a parked row's reason names it ("the payment provider")."""
+    before_call: str
+    """The fault point just before the call."""
+    after_call: str
+    """The fault point after the call, before its result is recorded."""
+
+    def due(self, connection: Connection) -> Row | None:
+        """Lock the next due row (`FOR UPDATE SKIP LOCKED`, so no two workers call for it at
+        once) and return it; None when none is due."""
+        ...
+
+    def call(self, row: Row, telemetry: Telemetry) -> tuple[CallResult, dict[str, Any]]:
+        """Make the remote call under the row's idempotency key, telling each try: the result
+        and the answer's body ({} when none came)."""
+        ...
+
+    def done(self, connection: Connection, row: Row, answer: dict[str, Any]) -> None:
+        """Record the call's success and its event."""
+        ...
+
+    def refused(self, connection: Connection, row: Row, result: CallResult, answer: dict[str, Any]) -> bool:
+        """Record a refusal that is a business answer (a card declined) and its event, and return
+        True; False for any other result, which is retried or parked."""
+        ...
+
+    def retry(self, connection: Connection, row: Row, result: CallResult, policy: RetryPolicy) -> None:
+        """Record a transient failure and when to try again (backoff from the policy)."""
+        ...
+
+    def park(self, connection: Connection, row: Row, result: CallResult, reason: str) -> None:
+        """Record the row as failed with `reason`, and its failure event."""
+        ...
+
+
+def take_one(
+    connection: Connection,
+    work: PendingCall,
+    faults: FaultPoints,
+    telemetry: Telemetry | None = None,
+    policy: RetryPolicy | None = None,
+) -> bool:
+    """Handle one due row of `work` in its own transaction: done, refused, retried later or
+    parked, so no row waits for ever; False when none was due. A crash anywhere leaves the row
+    pending, and the next take calls again under the same key."""
+    policy = policy or RetryPolicy()
+    told = telemetry or NoTelemetry()
+    with connection.transaction():
+        row = work.due(connection)
+        if row is None:
+            return False
+        faults.context = {"keys": [row["order_id"]]}
+        faults.hit(work.before_call)
+        result, answer = work.call(row, told)
+        faults.hit(work.after_call)
+        if result.kind is Kind.DONE:
+            work.done(connection, row, answer)
+        elif work.refused(connection, row, result, answer):
+            pass
+        elif result.kind is Kind.TRANSIENT and not policy.gives_up(row["retrying_since"], row["now"]):
+            work.retry(connection, row, result, policy)
+        else:
+            reason = policy.why_parked(result, work.described)
+            work.park(connection, row, result, reason)
+            key = row["idempotency_key"]
+            told.emit("parked", key=row["order_id"], service=work.service, idempotency_key=key, reason=reason)
+    return True
 
 
 class RedriveRefused(ValueError):

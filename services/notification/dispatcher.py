@@ -15,17 +15,93 @@ import os
 from typing import Any
 
 import httpx
+from psycopg.rows import dict_row
 
-from effectively_once import remote_call
+from effectively_once import pending_work, remote_call
 from effectively_once.faults import FaultPoints
-from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, run_worker
-from effectively_once.remote_call import Kind, RetryPolicy
-from effectively_once.telemetry import NoTelemetry, Telemetry
+from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, Row, parked_listing, run_worker
+from effectively_once.remote_call import CallResult, RetryPolicy
+from effectively_once.telemetry import Telemetry
 from services import saga_contract as contract
 from services.saga_events import record_event
 
 AFTER_SEND = "notification.after_send_before_record"
 POINTS = ("notification.before_send", AFTER_SEND)
+
+
+class Emails:
+    """Pending notifications, sent to the mail sandbox (pending_work.PendingCall)."""
+
+    service = "mail"
+    described = "the mail service"
+    before_call = "notification.before_send"
+    after_call = AFTER_SEND
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def due(self, connection: Connection) -> Row | None:
+        return (
+            connection.cursor(row_factory=dict_row)
+            .execute(
+                """SELECT order_id, kind, idempotency_key, recipient, subject, body, send_attempts, retrying_since,
+                      now() AS now
+                 FROM notification WHERE status = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"""
+            )
+            .fetchone()
+        )
+
+    def call(self, row: Row, telemetry: Telemetry) -> tuple[CallResult, dict[str, Any]]:
+        """One send under the row's key (the next take tries again)."""
+        message = {k: row[k] for k in ("recipient", "subject", "body", "order_id")}
+        try:
+            response = self.client.post(
+                "/v1/messages", headers={"Idempotency-Key": row["idempotency_key"]}, timeout=3.0, json=message
+            )
+        except httpx.HTTPError as error:
+            result = remote_call.of_error(error)
+        else:
+            result = remote_call.of_response(response)
+        telemetry.emit(
+            "remote_call",
+            key=row["order_id"],
+            service=self.service,
+            idempotency_key=row["idempotency_key"],
+            call=row["send_attempts"] + 1,
+            result=result.told,
+        )
+        return result, {}
+
+    def done(self, connection: Connection, row: Row, answer: dict[str, Any]) -> None:
+        connection.execute(
+            """UPDATE notification SET status = 'sent', send_attempts = send_attempts + 1, sent_at = now(),
+                      last_error = NULL WHERE order_id = %s AND kind = %s""",
+            (row["order_id"], row["kind"]),
+        )
+        payload = {"order_id": row["order_id"], "kind": row["kind"]}
+        record_event(connection, contract.NOTIFICATION_SENT, row["order_id"], payload)
+
+    def refused(self, connection: Connection, row: Row, result: CallResult, answer: dict[str, Any]) -> bool:
+        """The mail service's refusals are no business answer: each is parked."""
+        return False
+
+    def retry(self, connection: Connection, row: Row, result: CallResult, policy: RetryPolicy) -> None:
+        connection.execute(
+            """UPDATE notification SET send_attempts = send_attempts + 1, last_error = %s,
+                      next_attempt_at = now() + make_interval(secs => %s)
+                WHERE order_id = %s AND kind = %s""",
+            (result.reason[:500], policy.delay(row["send_attempts"] + 1), row["order_id"], row["kind"]),
+        )
+
+    def park(self, connection: Connection, row: Row, result: CallResult, reason: str) -> None:
+        connection.execute(
+            """UPDATE notification SET status = 'failed', send_attempts = send_attempts + 1, last_error = %s,
+                      failure_reason = %s, parked_at = now() WHERE order_id = %s AND kind = %s""",
+            (result.reason[:500], reason, row["order_id"], row["kind"]),
+        )
+        payload = {"order_id": row["order_id"], "kind": row["kind"], "reason": reason}
+        record_event(connection, contract.NOTIFICATION_FAILED, row["order_id"], payload)
 
 
 def take_one(
@@ -35,70 +111,8 @@ def take_one(
     telemetry: Telemetry | None = None,
     policy: RetryPolicy | None = None,
 ) -> bool:
-    policy = policy or RetryPolicy()
-    told = telemetry or NoTelemetry()
-    with connection.transaction():
-        row = connection.execute(
-            """SELECT order_id, kind, idempotency_key, recipient, subject, body, send_attempts, retrying_since, now()
-                 FROM notification WHERE status = 'pending' AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"""
-        ).fetchone()
-        if row is None:
-            return False
-        order_id, kind, key, recipient, subject, body, attempts, retrying_since, now = row
-        faults.context = {"keys": [order_id]}
-        faults.hit("notification.before_send")
-        try:
-            response = client.post(
-                "/v1/messages",
-                headers={"Idempotency-Key": key},
-                timeout=3.0,
-                json={"recipient": recipient, "subject": subject, "body": body, "order_id": order_id},
-            )
-        except httpx.HTTPError as error:
-            result = remote_call.of_error(error)
-        else:
-            result = remote_call.of_response(response)
-        told.emit(
-            "remote_call",
-            key=order_id,
-            service="mail",
-            idempotency_key=key,
-            call=attempts + 1,
-            result=result.told,
-        )
-        faults.hit(AFTER_SEND)
-        where = (order_id, kind)
-        if result.kind is Kind.DONE:
-            connection.execute(
-                """UPDATE notification SET status = 'sent', send_attempts = send_attempts + 1, sent_at = now(),
-                          last_error = NULL WHERE order_id = %s AND kind = %s""",
-                where,
-            )
-            record_event(connection, contract.NOTIFICATION_SENT, order_id, {"order_id": order_id, "kind": kind})
-            return True
-        if result.kind is Kind.TRANSIENT and not policy.gives_up(retrying_since, now):
-            connection.execute(
-                """UPDATE notification SET send_attempts = send_attempts + 1, last_error = %s,
-                          next_attempt_at = now() + make_interval(secs => %s)
-                    WHERE order_id = %s AND kind = %s""",
-                (result.reason[:500], policy.delay(attempts + 1), *where),
-            )
-            return True
-        reason = policy.why_parked(result, "the mail service")
-        connection.execute(
-            """UPDATE notification SET status = 'failed', send_attempts = send_attempts + 1, last_error = %s,
-                      failure_reason = %s, parked_at = now() WHERE order_id = %s AND kind = %s""",
-            (result.reason[:500], reason, *where),
-        )
-        told.emit("parked", key=order_id, service="mail", idempotency_key=key, reason=reason)
-        record_event(
-            connection,
-            contract.NOTIFICATION_FAILED,
-            order_id,
-            {"order_id": order_id, "kind": kind, "reason": reason},
-        )
-    return True
+    """Send one due notification and record what came back; False when none was due."""
+    return pending_work.take_one(connection, Emails(client), faults, telemetry, policy)
 
 
 class ParkedNotifications(ParkedWork):
@@ -127,10 +141,12 @@ class ParkedNotifications(ParkedWork):
 
 
 def main() -> None:
-    client = httpx.Client(base_url=os.environ["MAIL_URL"])
+    emails = Emails(httpx.Client(base_url=os.environ["MAIL_URL"]))
     run_worker(
         "notification-dispatcher",
-        lambda connection, faults, telemetry, policy: take_one(connection, faults, client, telemetry, policy),
+        lambda connection, faults, telemetry, policy: pending_work.take_one(
+            connection, emails, faults, telemetry, policy
+        ),
         "notification",
         POINTS,
         ParkedNotifications(),

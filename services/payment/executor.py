@@ -21,10 +21,11 @@ import time
 from typing import Any
 
 import httpx
+from psycopg.rows import dict_row
 
-from effectively_once import remote_call
+from effectively_once import pending_work, remote_call
 from effectively_once.faults import FaultPoints
-from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, parked_listing, run_worker
+from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, Row, parked_listing, run_worker
 from effectively_once.remote_call import CallResult, Kind, RetryPolicy
 from effectively_once.telemetry import NoTelemetry, Telemetry
 from services import saga_contract as contract
@@ -80,6 +81,94 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+class Charges:
+    """Pending payment attempts, charged at the provider (pending_work.PendingCall)."""
+
+    service = "payment provider"
+    described = "the payment provider"
+    before_call = "payment.before_provider_call"
+    after_call = AFTER_CALL
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def due(self, connection: Connection) -> Row | None:
+        return (
+            connection.cursor(row_factory=dict_row)
+            .execute(
+                """SELECT order_id, attempt, idempotency_key, amount_cents, payment_method, customer_email,
+                      provider_calls, retrying_since, now() AS now
+                 FROM payment_attempt WHERE status = 'pending' AND next_attempt_at <= now()
+                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"""
+            )
+            .fetchone()
+        )
+
+    def call(self, row: Row, telemetry: Telemetry) -> tuple[CallResult, dict[str, Any]]:
+        body = {
+            "order_id": row["order_id"],
+            "amount_cents": row["amount_cents"],
+            "payment_method": row["payment_method"],
+        }
+        return charge(self.client, row["idempotency_key"], body, telemetry)
+
+    def done(self, connection: Connection, row: Row, answer: dict[str, Any]) -> None:
+        connection.execute(
+            """UPDATE payment_attempt SET status = 'authorized', provider_charge_id = %s,
+                      provider_calls = provider_calls + 1, last_error = NULL, updated_at = now()
+                WHERE order_id = %s AND attempt = %s""",
+            (answer.get("id"), row["order_id"], row["attempt"]),
+        )
+        payload: dict[str, Any] = {
+            "order_id": row["order_id"],
+            "attempt": row["attempt"],
+            "charge_id": answer["id"],
+            "amount_cents": row["amount_cents"],
+            "customer_email": row["customer_email"],
+        }
+        record_event(connection, contract.PAYMENT_AUTHORIZED, row["order_id"], payload)
+
+    def refused(self, connection: Connection, row: Row, result: CallResult, answer: dict[str, Any]) -> bool:
+        """A decline (402) is the customer's card saying no: declined, PaymentFailed."""
+        if result.kind is not Kind.PERMANENT or result.status != DECLINED:
+            return False
+        reason = str((answer.get("error") or {}).get("code") or "card_declined")
+        connection.execute(
+            """UPDATE payment_attempt SET status = 'declined', provider_calls = provider_calls + 1,
+                      last_error = %s, updated_at = now() WHERE order_id = %s AND attempt = %s""",
+            (result.reason[:500], row["order_id"], row["attempt"]),
+        )
+        self._failed(connection, row, reason)
+        return True
+
+    def retry(self, connection: Connection, row: Row, result: CallResult, policy: RetryPolicy) -> None:
+        connection.execute(
+            """UPDATE payment_attempt SET provider_calls = provider_calls + %s, last_error = %s,
+                      next_attempt_at = now() + make_interval(secs => %s), updated_at = now()
+                WHERE order_id = %s AND attempt = %s""",
+            (
+                CALLS_PER_TAKE,
+                result.reason[:500],
+                policy.delay(row["provider_calls"] // CALLS_PER_TAKE + 1),
+                row["order_id"],
+                row["attempt"],
+            ),
+        )
+
+    def park(self, connection: Connection, row: Row, result: CallResult, reason: str) -> None:
+        connection.execute(
+            """UPDATE payment_attempt SET status = 'failed', provider_calls = provider_calls + 1,
+                      last_error = %s, failure_reason = %s, parked_at = now(), updated_at = now()
+                WHERE order_id = %s AND attempt = %s""",
+            (result.reason[:500], reason, row["order_id"], row["attempt"]),
+        )
+        self._failed(connection, row, reason)
+
+    def _failed(self, connection: Connection, row: Row, reason: str) -> None:
+        payload = {"order_id": row["order_id"], "attempt": row["attempt"], "reason": reason}
+        record_event(connection, contract.PAYMENT_FAILED, row["order_id"], payload)
+
+
 def take_one(
     connection: Connection,
     faults: FaultPoints,
@@ -87,75 +176,8 @@ def take_one(
     telemetry: Telemetry | None = None,
     policy: RetryPolicy | None = None,
 ) -> bool:
-    policy = policy or RetryPolicy()
-    told = telemetry or NoTelemetry()
-    with connection.transaction():
-        row = connection.execute(
-            """SELECT order_id, attempt, idempotency_key, amount_cents, payment_method, customer_email,
-                      provider_calls, retrying_since, now()
-                 FROM payment_attempt WHERE status = 'pending' AND next_attempt_at <= now()
-                ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED"""
-        ).fetchone()
-        if row is None:
-            return False
-        order_id, attempt, key, amount, method, email, calls, retrying_since, now = row
-        faults.context = {"keys": [order_id]}
-        faults.hit("payment.before_provider_call")
-        result, body = charge(
-            client, key, {"order_id": order_id, "amount_cents": amount, "payment_method": method}, telemetry
-        )
-        faults.hit(AFTER_CALL)
-        where = (order_id, attempt)
-        if result.kind is Kind.DONE:
-            connection.execute(
-                """UPDATE payment_attempt SET status = 'authorized', provider_charge_id = %s,
-                          provider_calls = provider_calls + 1, last_error = NULL, updated_at = now()
-                    WHERE order_id = %s AND attempt = %s""",
-                (body.get("id"), *where),
-            )
-            payload: dict[str, Any] = {
-                "order_id": order_id,
-                "attempt": attempt,
-                "charge_id": body["id"],
-                "amount_cents": amount,
-                "customer_email": email,
-            }
-            record_event(connection, contract.PAYMENT_AUTHORIZED, order_id, payload)
-            return True
-        if result.kind is Kind.PERMANENT and result.status == DECLINED:
-            reason = str((body.get("error") or {}).get("code") or "card_declined")
-            connection.execute(
-                """UPDATE payment_attempt SET status = 'declined', provider_calls = provider_calls + 1,
-                          last_error = %s, updated_at = now() WHERE order_id = %s AND attempt = %s""",
-                (result.reason[:500], *where),
-            )
-            record_event(
-                connection,
-                contract.PAYMENT_FAILED,
-                order_id,
-                {"order_id": order_id, "attempt": attempt, "reason": reason},
-            )
-            return True
-        if result.kind is Kind.TRANSIENT and not policy.gives_up(retrying_since, now):
-            connection.execute(
-                """UPDATE payment_attempt SET provider_calls = provider_calls + %s, last_error = %s,
-                          next_attempt_at = now() + make_interval(secs => %s), updated_at = now()
-                    WHERE order_id = %s AND attempt = %s""",
-                (CALLS_PER_TAKE, result.reason[:500], policy.delay(calls // CALLS_PER_TAKE + 1), *where),
-            )
-            return True
-        reason = policy.why_parked(result, "the payment provider")
-        connection.execute(
-            """UPDATE payment_attempt SET status = 'failed', provider_calls = provider_calls + 1,
-                      last_error = %s, failure_reason = %s, parked_at = now(), updated_at = now()
-                WHERE order_id = %s AND attempt = %s""",
-            (result.reason[:500], reason, *where),
-        )
-        told.emit("parked", key=order_id, service="payment provider", idempotency_key=key, reason=reason)
-        record_event(
-            connection, contract.PAYMENT_FAILED, order_id, {"order_id": order_id, "attempt": attempt, "reason": reason}
-        )
-    return True
+    """Charge one due payment attempt and record what came back; False when none was due."""
+    return pending_work.take_one(connection, Charges(client), faults, telemetry, policy)
 
 
 WHY_NOT_REDRIVEN = (
@@ -184,10 +206,12 @@ class ParkedPayments(ParkedWork):
 
 
 def main() -> None:
-    client = httpx.Client(base_url=os.environ["PAYMENT_PROVIDER_URL"])
+    charges = Charges(httpx.Client(base_url=os.environ["PAYMENT_PROVIDER_URL"]))
     run_worker(
         "payment-executor",
-        lambda connection, faults, telemetry, policy: take_one(connection, faults, client, telemetry, policy),
+        lambda connection, faults, telemetry, policy: pending_work.take_one(
+            connection, charges, faults, telemetry, policy
+        ),
         "payment_attempt",
         POINTS,
         ParkedPayments(),
