@@ -2,24 +2,16 @@
 
 import logging
 
-import uvicorn
-
 from chaos_panel.settings import PanelSettings
 from chaos_panel.web.app import create_app
 from effectively_once import logs
-from effectively_once.telemetry import announce_start
+from services.http_process import read, serve_http
 
 
 def main() -> None:
-    settings = PanelSettings()
+    settings = read(PanelSettings)
     logs.configure(logging.INFO)
-    announce_start("chaos-panel")
-    uvicorn.run(
-        create_app(settings),
-        host=settings.CHAOS_PANEL_HOST,
-        port=settings.CHAOS_PANEL_PORT,
-        log_level="warning",
-    )
+    serve_http("chaos-panel", create_app(settings), "CHAOS_PANEL_", settings.CHAOS_PANEL_PORT)
 
 
 if __name__ == "__main__":

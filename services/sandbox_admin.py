@@ -6,7 +6,6 @@ services, and a fault is an operator's act."""
 from __future__ import annotations
 
 import hmac
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +19,6 @@ REFUSED: dict[int | str, dict[str, Any]] = {
     401: {"description": "no valid `Authorization: Bearer <SANDBOX_ADMIN_PASSWORD>`: nothing changed"}
 }
 """The answer the admin routes document beside their own."""
-
-
-def password_from_environment() -> str:
-    return os.environ.get(VARIABLE) or DEVELOPMENT_DEFAULT
 
 
 def admin_only(password: str) -> Callable[[str | None], None]:

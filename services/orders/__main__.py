@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
-import uvicorn
 from prometheus_client import REGISTRY
 
-from effectively_once.telemetry import announce_start
 from services import consumer_process
 from services import saga_contract as contract
+from services.http_process import HttpServiceSettings, read, serve_http
 from services.orders.api import create_app
 from services.orders.saga import follow_saga_event
 from services.orders.saga_metrics import SagaStatesCollector
@@ -30,14 +28,9 @@ SAGA_EVENTS = (
 def main() -> None:
     role = sys.argv[1] if len(sys.argv) > 1 else "api"
     if role == "api":
-        announce_start("orders-api")
-        REGISTRY.register(SagaStatesCollector(os.environ["DATABASE_URL"]))
-        uvicorn.run(
-            create_app(os.environ["DATABASE_URL"]),
-            host=os.environ.get("ORDERS_API_HOST", "127.0.0.1"),
-            port=int(os.environ.get("ORDERS_API_PORT", "8000")),
-            log_level="warning",
-        )
+        settings = read(HttpServiceSettings)
+        REGISTRY.register(SagaStatesCollector(settings.DATABASE_URL))
+        serve_http("orders-api", create_app(settings.DATABASE_URL), "ORDERS_API_", 8000)
     elif role == "saga":
         consumer_process.run("orders-saga-v1", dict.fromkeys(SAGA_EVENTS, follow_saga_event))
     else:
