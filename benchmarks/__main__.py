@@ -7,7 +7,6 @@ from this one run: on these noisy machines, absolute figures move ±25% from one
 from __future__ import annotations
 
 import logging
-import os
 
 from benchmarks import (
     consumer_throughput,
@@ -52,7 +51,7 @@ def main() -> int:
     rows += order_latency.measure()
     print("  · the panel's pages with 10,000 orders in the system", flush=True)
     rows += panel_pages.measure()
-    window = float(os.environ.get("BENCH_SUSTAIN_WINDOW", "60"))
+    window = Settings().BENCH_SUSTAIN_WINDOW
     print(f"  · the saga's sustainable rate: probes of {window:g} s, three configurations", flush=True)
     sustained = sustainable_rate.measure_all(window)
     rows += sustainable_rate.rows(sustained)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ipaddress
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from effectively_once.process import ProcessSettings
 
 
-class PanelSettings(BaseSettings):
-    model_config = SettingsConfigDict(extra="ignore")
+class PanelSettings(ProcessSettings):
+    """The panel's settings, on the base every process's settings share."""
 
     DATABASE_URL: str | None = None
     """The read-only auditor's URL (any database: the panel switches database per query)."""
@@ -35,7 +36,6 @@ class PanelSettings(BaseSettings):
     """The panel draws its small live charts from here."""
     GRAFANA_URL: str = ""
     """Where a browser reaches Grafana (compose): the panel links its dashboards."""
-    EO_RUN_ID: str = ""
     AUDIT_STUCK_AFTER_SECONDS: float = 60
     """A saga not final after this long is flagged as stuck."""
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -17,14 +16,21 @@ from pathlib import Path
 import psycopg
 
 from . import schema
+from .process import ProcessSettings
 from .redelivery_windows import read_windows
 from .relay.claim import purge_published
 from .retention import purge_markers
 from .safe_horizon import HorizonUnknown, Verdict, Window, describe, verdict
 
 
+class CommandSettings(ProcessSettings):
+    """What the commands read from the environment where no option is given."""
+
+    DATABASE_URL: str = ""
+
+
 def _database_url(given: str | None) -> str:
-    url = given or os.environ.get("DATABASE_URL", "")
+    url = given or CommandSettings().DATABASE_URL
     if not url:
         raise SystemExit("effectively-once: give --database-url or set DATABASE_URL")
     return url
@@ -65,7 +71,7 @@ def _kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _weigh(args: argparse.Namespace, consumer: str, horizon: timedelta) -> Verdict:
-    servers = args.bootstrap_servers or os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")
+    servers = args.bootstrap_servers or CommandSettings().KAFKA_BOOTSTRAP_SERVERS
     if not servers:
         raise SystemExit("effectively-once: give --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS")
     dead_letters = args.dead_letter_topic or f"dlq.{consumer}"

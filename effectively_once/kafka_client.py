@@ -1,17 +1,19 @@
 """How every Kafka client is configured: the servers, and the principal it authenticates as.
 
-A process's principal comes from its environment: `KAFKA_USERNAME` and `KAFKA_PASSWORD`, with
-`KAFKA_SASL_MECHANISM` (default SCRAM-SHA-512) and `KAFKA_SECURITY_PROTOCOL` (default
-SASL_PLAINTEXT; SASL_SSL on a network that needs it). Without a username the client connects
-without authenticating, which a broker that enforces ACLs refuses.
+A process's principal comes from its settings (`KafkaCredentials`, part of every process's
+settings): `KAFKA_USERNAME` and `KAFKA_PASSWORD`, with `KAFKA_SASL_MECHANISM` (default
+SCRAM-SHA-512) and `KAFKA_SECURITY_PROTOCOL` (default SASL_PLAINTEXT; SASL_SSL on a network that
+needs it). Without a username the client connects without authenticating, which a broker that
+enforces ACLs refuses.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -62,19 +64,37 @@ class KafkaPrincipal:
 ENVIRONMENT_VARIABLES = ("KAFKA_USERNAME", "KAFKA_PASSWORD", "KAFKA_SASL_MECHANISM", "KAFKA_SECURITY_PROTOCOL")
 
 
+class KafkaCredentials(BaseSettings):
+    """The Kafka principal a process acts as, from its environment; every process's settings
+    hold these (effectively_once.process.ProcessSettings)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    KAFKA_USERNAME: str = ""
+    KAFKA_PASSWORD: str = ""
+    KAFKA_SASL_MECHANISM: str = ""
+    """Empty: SCRAM-SHA-512."""
+    KAFKA_SECURITY_PROTOCOL: str = ""
+    """Empty: SASL_PLAINTEXT."""
+
+    def kafka_principal(self) -> KafkaPrincipal | None:
+        """The principal these name, None when they name none; KafkaPrincipalError when they name
+        one badly (a username without a password, an unknown mechanism)."""
+        if not self.KAFKA_USERNAME and not self.KAFKA_PASSWORD:
+            return None
+        return KafkaPrincipal(
+            self.KAFKA_USERNAME,
+            self.KAFKA_PASSWORD,
+            self.KAFKA_SASL_MECHANISM or "SCRAM-SHA-512",
+            self.KAFKA_SECURITY_PROTOCOL or "SASL_PLAINTEXT",
+        )
+
+
 def principal_from_environment(environ: Mapping[str, str] | None = None) -> KafkaPrincipal | None:
-    """The principal the environment names, None when it names none; KafkaPrincipalError when it
-    names one badly (a username without a password, an unknown mechanism)."""
-    environ = os.environ if environ is None else environ
-    username, password = environ.get("KAFKA_USERNAME", ""), environ.get("KAFKA_PASSWORD", "")
-    if not username and not password:
-        return None
-    return KafkaPrincipal(
-        username,
-        password,
-        environ.get("KAFKA_SASL_MECHANISM") or "SCRAM-SHA-512",
-        environ.get("KAFKA_SECURITY_PROTOCOL") or "SASL_PLAINTEXT",
-    )
+    """The principal the process's environment names (or `environ`, when given, alone)."""
+    if environ is None:
+        return KafkaCredentials().kafka_principal()
+    return KafkaCredentials(**{name: environ.get(name, "") for name in ENVIRONMENT_VARIABLES}).kafka_principal()
 
 
 KEY_PARTITIONER = {"partitioner": "murmur2_random"}

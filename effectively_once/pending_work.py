@@ -186,9 +186,16 @@ class WorkerSettings(ProcessSettings):
         )
 
 
-def run_worker(name: str, take_one: TakeOne, channel: str, points: tuple[str, ...], parked: ParkedWork) -> None:
-    """Run an executor process until SIGTERM."""
-    settings = load(WorkerSettings)
+def run_worker(
+    name: str,
+    take_one: TakeOne,
+    channel: str,
+    points: tuple[str, ...],
+    parked: ParkedWork,
+    settings: WorkerSettings | None = None,
+) -> None:
+    """Run an executor process until SIGTERM, with `settings` (by default: from the environment)."""
+    settings = settings or load(WorkerSettings)
     policy = settings.retry_policy
     started = start(settings, name)
     telemetry, faults = started.telemetry, started.faults

@@ -17,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from . import logs
 from .control_endpoint import serve_control
 from .faults import FaultPoints
+from .kafka_client import KafkaCredentials
+from .request_checks import HostSettings
 from .telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from .telemetry import connect as connect_telemetry
 from .typed_payload import describe
@@ -30,8 +32,11 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Settings = TypeVar("Settings", bound="ProcessSettings")
 
 
-class ProcessSettings(BaseSettings):
-    """What every runtime process reads from its environment, with the default it runs with."""
+class ProcessSettings(KafkaCredentials, HostSettings):
+    """What every process of the platform reads from its environment, with the default it runs
+    with: the base of each process kind's settings (consumer, executor, relay, HTTP service,
+    panel), its Kafka principal (KafkaCredentials) and the Host names it answers (HostSettings)
+    included."""
 
     model_config = SettingsConfigDict(extra="ignore", validate_default=True)
 
@@ -48,6 +53,8 @@ class ProcessSettings(BaseSettings):
     TELEMETRY_TOPIC: str = TELEMETRY_TOPIC
     """Where deliveries, faults and starts are told (empty: nowhere)."""
     LOG_LEVEL: LogLevel = "INFO"
+    EO_RUN_ID: str = ""
+    """The supervisor's run (a restart within one run is counted as one); told with each start."""
 
     @field_validator("LOG_LEVEL", mode="before")
     @classmethod
@@ -76,7 +83,7 @@ def start(settings: ProcessSettings, default_name: str, instance_id: str | None 
     logs.configure(getattr(logging, settings.LOG_LEVEL))
     name = settings.EO_PROCESS_NAME or default_name
     topic = settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else ""
-    telemetry = connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, instance_id, topic)
+    telemetry = connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, instance_id, topic, settings.EO_RUN_ID)
     faults = FaultPoints()
     faults.on_fire = report_faults(telemetry)
     if settings.EO_FAULTS:
@@ -87,7 +94,20 @@ def start(settings: ProcessSettings, default_name: str, instance_id: str | None 
 def serve(started: Started, settings: ProcessSettings, **controls: Any) -> None:
     """Open the control endpoint when CONTROL_PORT is set (`controls` as serve_control takes them)."""
     if settings.CONTROL_PORT:
+        controls.setdefault("allowed_hosts", settings.allowed_hosts())
         serve_control(started.faults, settings.CONTROL_HOST, settings.CONTROL_PORT, **controls)
+
+
+def announce_start(settings: ProcessSettings, default_name: str) -> None:
+    """For processes without a runtime of their own (the HTTP services): tell one `started`
+    record, so their restarts are counted too."""
+    topic = settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else ""
+    if not topic:
+        return
+    name = settings.EO_PROCESS_NAME or default_name
+    telemetry = connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, None, topic, settings.EO_RUN_ID)
+    telemetry.emit("started")
+    telemetry.flush(5)
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:

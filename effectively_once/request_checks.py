@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 from typing import Any
 from urllib.parse import parse_qsl, unquote_to_bytes, urlsplit
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MAX_BODY_BYTES = 1_000_000
 MAX_SHOWN = 80
@@ -35,9 +36,23 @@ class Refused(ValueError):
         self.status = status
 
 
+class HostSettings(BaseSettings):
+    """Which Host names a process answers besides loopback names and IP literals; every process's
+    settings hold it (effectively_once.process.ProcessSettings)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+
+    ALLOWED_HOSTS: str = ""
+    """Comma-separated names (a reverse proxy's, a container's) this process answers to."""
+
+    def allowed_hosts(self) -> frozenset[str]:
+        """The names in ALLOWED_HOSTS, lower-cased."""
+        return frozenset(name.strip().lower() for name in self.ALLOWED_HOSTS.split(",") if name.strip())
+
+
 def configured_hosts() -> frozenset[str]:
-    """The names in ALLOWED_HOSTS, lower-cased."""
-    return frozenset(name.strip().lower() for name in os.environ.get("ALLOWED_HOSTS", "").split(",") if name.strip())
+    """The names in the process's ALLOWED_HOSTS, lower-cased."""
+    return HostSettings().allowed_hosts()
 
 
 def host_name(header: str) -> str:

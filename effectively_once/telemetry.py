@@ -48,11 +48,18 @@ class NoTelemetry:
 class KafkaTelemetry:
     """One process's telemetry producer."""
 
-    def __init__(self, bootstrap_servers: str, process: str, instance: str | None = None, topic: str = TELEMETRY_TOPIC):
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        process: str,
+        instance: str | None = None,
+        topic: str = TELEMETRY_TOPIC,
+        run_id: str = "",
+    ):
         self.topic = topic
         self.process = process
         self.instance = instance or f"{process}@{socket.gethostname()}"
-        self.run_id = os.environ.get("EO_RUN_ID", "")
+        self.run_id = run_id
         own = json.dumps(
             {"process": self.process, "instance": self.instance, "pid": os.getpid(), "run_id": self.run_id}
         )
@@ -88,23 +95,11 @@ class KafkaTelemetry:
         self._producer.flush(timeout)
 
 
-def connect(bootstrap_servers: str, process: str, instance: str | None, topic: str) -> Telemetry:
-    """Telemetry to `topic`, or none when the topic is empty."""
+def connect(bootstrap_servers: str, process: str, instance: str | None, topic: str, run_id: str = "") -> Telemetry:
+    """Telemetry to `topic`, or none when the topic is empty; `run_id` is the supervisor's run."""
     if not topic:
         return NoTelemetry()
-    return KafkaTelemetry(bootstrap_servers, process, instance, topic)
-
-
-def announce_start(default_process: str) -> None:
-    """For processes without a runtime of their own (the HTTP services): tell one `started`
-    record, so their restarts are counted too. Reads the same variables as the runtime."""
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "")
-    topic = os.environ.get("TELEMETRY_TOPIC", TELEMETRY_TOPIC)
-    if not bootstrap or not topic:
-        return
-    telemetry = KafkaTelemetry(bootstrap, os.environ.get("EO_PROCESS_NAME") or default_process, topic=topic)
-    telemetry.emit("started")
-    telemetry.flush(5)
+    return KafkaTelemetry(bootstrap_servers, process, instance, topic, run_id)
 
 
 def report_faults(telemetry: Telemetry) -> Any:

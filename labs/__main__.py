@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from labs.catalog import BY_NAME, LABS
@@ -62,7 +61,10 @@ def main(argv: list[str] | None = None) -> int:
 def _relay_for(names: list[str]) -> str:
     """RELAY as the caller set it; else the one relay these labs need; else the built-in one."""
     needed = {BY_NAME[name].relay for name in names}
-    return os.environ.get("RELAY") or (needed.pop() if len(needed) == 1 else "builtin")
+    settings = Settings()
+    if "RELAY" in settings.model_fields_set:
+        return settings.RELAY
+    return needed.pop() if len(needed) == 1 else "builtin"
 
 
 def _runnable(names: list[str], panel: PanelClient) -> list[str]:

@@ -1,30 +1,42 @@
 """One start-up for the platform's HTTP processes (the order API, the two sandboxes, the panel):
-their settings, read from the environment like every process's, and how each is served."""
+their settings, on the base every process's settings share, and how each is served."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import uvicorn
-from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
 
-from effectively_once.telemetry import announce_start
-from effectively_once.typed_payload import describe
+from effectively_once.process import ProcessSettings, announce_start
 from services.sandbox_admin import DEVELOPMENT_DEFAULT
 
 
-class HttpServiceSettings(BaseSettings):
-    """What an HTTP service reads from its environment besides where it listens: its database."""
-
-    model_config = SettingsConfigDict(extra="ignore")
+class HttpServiceSettings(ProcessSettings):
+    """What an HTTP service reads from its environment: its database and where it listens."""
 
     DATABASE_URL: str = Field(min_length=1)
     """The service's own database (its own role)."""
 
+    @property
+    def listen(self) -> tuple[str, int]:
+        """Where the service listens: (host, port)."""
+        raise NotImplementedError
+
+
+class OrdersApiSettings(HttpServiceSettings):
+    """The order API's settings."""
+
+    ORDERS_API_HOST: str = "127.0.0.1"
+    ORDERS_API_PORT: int = Field(default=8000, ge=1, le=65535)
+
+    @property
+    def listen(self) -> tuple[str, int]:
+        return self.ORDERS_API_HOST, self.ORDERS_API_PORT
+
 
 class SandboxSettings(HttpServiceSettings):
-    """A sandbox's settings: besides its database, who may change its faults."""
+    """A sandbox's settings: besides its database and where it listens, who may change its faults."""
 
     SANDBOX_ADMIN_PASSWORD: str = DEVELOPMENT_DEFAULT
     """The Bearer token its /admin/faults routes need (services/sandbox_admin.py); empty: the default."""
@@ -35,30 +47,29 @@ class SandboxSettings(HttpServiceSettings):
         return value or DEVELOPMENT_DEFAULT
 
 
-class Listening(BaseSettings):
-    """Where an HTTP service listens: `<PREFIX>HOST` and `<PREFIX>PORT`, the prefix its own
-    (ORDERS_API_, PAYMENT_PROVIDER_, MAIL_), as the launcher and docker-compose name them."""
+class PaymentProviderSettings(SandboxSettings):
+    """The payment provider sandbox's settings."""
 
-    model_config = SettingsConfigDict(extra="ignore")
+    PAYMENT_PROVIDER_HOST: str = "127.0.0.1"
+    PAYMENT_PROVIDER_PORT: int = Field(default=8001, ge=1, le=65535)
 
-    HOST: str = "127.0.0.1"
-    PORT: int | None = Field(default=None, ge=1, le=65535)
-
-
-S = TypeVar("S", bound=BaseSettings)
+    @property
+    def listen(self) -> tuple[str, int]:
+        return self.PAYMENT_PROVIDER_HOST, self.PAYMENT_PROVIDER_PORT
 
 
-def read(settings_class: type[S], **init: Any) -> S:
-    """`settings_class` from the environment, or an exit that names every invalid variable."""
-    try:
-        return settings_class(**init)
-    except ValidationError as error:
-        raise SystemExit(f"{settings_class.__name__}: {describe(error, most=20)}") from None
+class MailSettings(SandboxSettings):
+    """The mail sandbox's settings."""
+
+    MAIL_HOST: str = "127.0.0.1"
+    MAIL_PORT: int = Field(default=8002, ge=1, le=65535)
+
+    @property
+    def listen(self) -> tuple[str, int]:
+        return self.MAIL_HOST, self.MAIL_PORT
 
 
-def serve_http(name: str, app: Any, prefix: str, default_port: int) -> None:
-    """Announce the process's start (telemetry) and serve `app` where `<prefix>HOST` and
-    `<prefix>PORT` say, until SIGTERM or SIGINT."""
-    listening = read(Listening, _env_prefix=prefix)
-    announce_start(name)
-    uvicorn.run(app, host=listening.HOST, port=listening.PORT or default_port, log_level="warning")
+def serve_http(name: str, app: Any, settings: ProcessSettings, host: str, port: int) -> None:
+    """Announce the process's start (telemetry) and serve `app` on `host`:`port` until SIGTERM or SIGINT."""
+    announce_start(settings, name)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

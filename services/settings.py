@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     KAFKA_CONNECT_HEAP: str = "384m"
     JAVA_HOME: str | None = None
     """The Java 17+ the launcher runs Kafka and Kafka Connect with; unset: `java` on the PATH."""
+    PG_BINDIR: str | None = None
+    """The PostgreSQL server's bin directory the launcher runs; unset: the newest one installed."""
+    BENCH_SUSTAIN_WINDOW: float = Field(default=60, gt=0)
+    """`make bench`: how long each probe of the saga's sustainable rate lasts, in seconds."""
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""

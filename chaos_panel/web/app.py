@@ -15,7 +15,6 @@ from prometheus_client import make_asgi_app
 from chaos_panel.context import Panel, build_panel
 from chaos_panel.settings import PanelSettings
 from chaos_panel.web import actions, pages, reads
-from effectively_once import request_checks
 from services import http_front_door
 
 log = logging.getLogger(__name__)
@@ -53,9 +52,7 @@ def create_app(settings: PanelSettings, panel: Panel | None = None) -> FastAPI:
             return RedirectResponse("/login", status_code=303)
         return await call_next(request)
 
-    http_front_door.install(
-        app, "the chaos panel's auditor database", request_checks.configured_hosts() | _own_host(settings)
-    )
+    http_front_door.install(app, "the chaos panel's auditor database", settings.allowed_hosts() | _own_host(settings))
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> dict[str, str]:

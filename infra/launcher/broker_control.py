@@ -17,7 +17,6 @@ bodies (services/http_front_door.py). At start it thaws any node a previous run 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 import xmlrpc.client
@@ -27,6 +26,7 @@ import uvicorn
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
+from effectively_once.process import ProcessSettings, load
 from infra.launcher import broker_chaos, kafka_broker
 from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
@@ -173,11 +173,14 @@ def thaw_every_node(settings: Settings) -> None:
 
 def main() -> None:
     settings = Settings()
+    port = load(ProcessSettings).CONTROL_PORT
+    if port is None:
+        raise SystemExit("broker control: CONTROL_PORT is not set (the launcher sets it)")
     thaw_every_node(settings)
     uvicorn.run(
         create_app(settings),
         host="127.0.0.1",
-        port=int(os.environ["CONTROL_PORT"]),
+        port=port,
         log_level="warning",
     )
 

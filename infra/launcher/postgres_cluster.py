@@ -25,8 +25,8 @@ DEBIAN_SERVER_GLOB = "/usr/lib/postgresql/*/bin/postgres"
 
 
 def find_bindir() -> Path | None:
-    """The bin directory of the newest PostgreSQL server installed, if any."""
-    if configured := os.environ.get("PG_BINDIR"):
+    """The bin directory PG_BINDIR names, else the newest PostgreSQL server's installed, if any."""
+    if configured := Settings().PG_BINDIR:
         return Path(configured)
     candidates = sorted(
         Path("/").glob(DEBIAN_SERVER_GLOB.lstrip("/")),

@@ -1,8 +1,10 @@
 """`python -m services.mail`: the mail sandbox."""
 
-from services.http_process import SandboxSettings, read, serve_http
+from effectively_once.process import load
+from services.http_process import MailSettings, serve_http
 from services.mail.app import create_app
 
 if __name__ == "__main__":
-    settings = read(SandboxSettings)
-    serve_http("mail", create_app(settings.DATABASE_URL, settings.SANDBOX_ADMIN_PASSWORD), "MAIL_", 8002)
+    settings = load(MailSettings)
+    app = create_app(settings.DATABASE_URL, settings.SANDBOX_ADMIN_PASSWORD)
+    serve_http("mail", app, settings, *settings.listen)

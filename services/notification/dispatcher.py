@@ -11,15 +11,24 @@ idempotency key, then record what came back, with its event, in one transaction.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import httpx
 from psycopg.rows import dict_row
+from pydantic import Field
 
 from effectively_once import pending_work, remote_call
 from effectively_once.faults import FaultPoints
-from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, Row, parked_listing, run_worker
+from effectively_once.pending_work import (
+    Connection,
+    ParkedWork,
+    RedriveRefused,
+    Row,
+    WorkerSettings,
+    parked_listing,
+    run_worker,
+)
+from effectively_once.process import load
 from effectively_once.remote_call import CallResult, RetryPolicy
 from effectively_once.telemetry import Telemetry
 from services import saga_contract as contract
@@ -140,8 +149,15 @@ class ParkedNotifications(ParkedWork):
         return {"order_id": order_id, "redriven": [{"work": f"email {r[0]}", "idempotency_key": r[1]} for r in rows]}
 
 
+class DispatcherSettings(WorkerSettings):
+    """The dispatcher's settings: the pending-work worker's, and where the mail sandbox is."""
+
+    MAIL_URL: str = Field(min_length=1)
+
+
 def main() -> None:
-    emails = Emails(httpx.Client(base_url=os.environ["MAIL_URL"]))
+    settings = load(DispatcherSettings)
+    emails = Emails(httpx.Client(base_url=settings.MAIL_URL))
     run_worker(
         "notification-dispatcher",
         lambda connection, faults, telemetry, policy: pending_work.take_one(
@@ -150,6 +166,7 @@ def main() -> None:
         "notification",
         POINTS,
         ParkedNotifications(),
+        settings,
     )
 
 

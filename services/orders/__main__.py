@@ -6,9 +6,10 @@ import sys
 
 from prometheus_client import REGISTRY
 
+from effectively_once.process import load
 from services import consumer_process
 from services import saga_contract as contract
-from services.http_process import HttpServiceSettings, read, serve_http
+from services.http_process import OrdersApiSettings, serve_http
 from services.orders.api import create_app
 from services.orders.saga import follow_saga_event
 from services.orders.saga_metrics import SagaStatesCollector
@@ -28,9 +29,9 @@ SAGA_EVENTS = (
 def main() -> None:
     role = sys.argv[1] if len(sys.argv) > 1 else "api"
     if role == "api":
-        settings = read(HttpServiceSettings)
+        settings = load(OrdersApiSettings)
         REGISTRY.register(SagaStatesCollector(settings.DATABASE_URL))
-        serve_http("orders-api", create_app(settings.DATABASE_URL), "ORDERS_API_", 8000)
+        serve_http("orders-api", create_app(settings.DATABASE_URL), settings, *settings.listen)
     elif role == "saga":
         consumer_process.run("orders-saga-v1", dict.fromkeys(SAGA_EVENTS, follow_saga_event))
     else:

@@ -16,16 +16,25 @@ with 409 or the stored response. What comes back decides (effectively_once/remot
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import httpx
 from psycopg.rows import dict_row
+from pydantic import Field
 
 from effectively_once import pending_work, remote_call
 from effectively_once.faults import FaultPoints
-from effectively_once.pending_work import Connection, ParkedWork, RedriveRefused, Row, parked_listing, run_worker
+from effectively_once.pending_work import (
+    Connection,
+    ParkedWork,
+    RedriveRefused,
+    Row,
+    WorkerSettings,
+    parked_listing,
+    run_worker,
+)
+from effectively_once.process import load
 from effectively_once.remote_call import CallResult, Kind, RetryPolicy
 from effectively_once.telemetry import NoTelemetry, Telemetry
 from services import saga_contract as contract
@@ -205,8 +214,15 @@ class ParkedPayments(ParkedWork):
         )
 
 
+class ExecutorSettings(WorkerSettings):
+    """The payment executor's settings: the pending-work worker's, and where the provider is."""
+
+    PAYMENT_PROVIDER_URL: str = Field(min_length=1)
+
+
 def main() -> None:
-    charges = Charges(httpx.Client(base_url=os.environ["PAYMENT_PROVIDER_URL"]))
+    settings = load(ExecutorSettings)
+    charges = Charges(httpx.Client(base_url=settings.PAYMENT_PROVIDER_URL))
     run_worker(
         "payment-executor",
         lambda connection, faults, telemetry, policy: pending_work.take_one(
@@ -215,6 +231,7 @@ def main() -> None:
         "payment_attempt",
         POINTS,
         ParkedPayments(),
+        settings,
     )
 
 
