@@ -18,6 +18,7 @@ from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.templating import Jinja2Templates
 from prometheus_client import Counter, make_asgi_app
+from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -166,20 +167,10 @@ def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMEN
 
 async def _messages(pool: AsyncConnectionPool, order_id: str | None, limit: int) -> list[dict[str, Any]]:
     async with pool.connection() as connection:
-        cursor = await connection.execute(
+        cursor = await connection.cursor(row_factory=dict_row).execute(
             """SELECT idempotency_key, recipient, subject, order_id, deliveries, received_at FROM mail_message
                 WHERE %(order)s::text IS NULL OR order_id = %(order)s ORDER BY received_at DESC LIMIT %(limit)s""",
             {"order": order_id, "limit": limit},
         )
         rows = await cursor.fetchall()
-    return [
-        {
-            "idempotency_key": r[0],
-            "recipient": r[1],
-            "subject": r[2],
-            "order_id": r[3],
-            "deliveries": r[4],
-            "received_at": r[5].isoformat(),
-        }
-        for r in rows
-    ]
+    return [row | {"received_at": row["received_at"].isoformat()} for row in rows]

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException, Path, Query, Response
 from prometheus_client import Counter, make_asgi_app
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
@@ -224,31 +225,24 @@ def create_app(database_url: str) -> FastAPI:
 
 
 def _read(connection: Any, order_id: str) -> OrderOut:
-    row = connection.execute(
+    reading = connection.cursor(row_factory=dict_row)
+    row = reading.execute(
         """SELECT order_id, status, customer_email, payment_method, amount_cents, created_at
              FROM customer_order WHERE order_id = %s""",
         (order_id,),
     ).fetchone()
     if row is None:
         raise HTTPException(404, f"no order {order_id}")
-    lines = connection.execute(
+    lines = reading.execute(
         "SELECT sku, quantity, unit_price_cents FROM order_line WHERE order_id = %s ORDER BY sku", (order_id,)
     ).fetchall()
-    history = connection.execute(
+    history = reading.execute(
         """SELECT event_type, message_id, status_after, recorded_at FROM order_history
             WHERE order_id = %s ORDER BY recorded_at""",
         (order_id,),
     ).fetchall()
     return OrderOut(
-        order_id=row[0],
-        status=row[1],
-        customer_email=row[2],
-        payment_method=row[3],
-        amount_cents=row[4],
-        created_at=row[5].isoformat(),
-        lines=[OrderLineOut(sku=line[0], quantity=line[1], unit_price_cents=line[2]) for line in lines],
-        history=[
-            HistoryEntry(event_type=h[0], message_id=h[1], status_after=h[2], recorded_at=h[3].isoformat())
-            for h in history
-        ],
+        **(row | {"created_at": row["created_at"].isoformat()}),
+        lines=[OrderLineOut(**line) for line in lines],
+        history=[HistoryEntry(**(entry | {"recorded_at": entry["recorded_at"].isoformat()})) for entry in history],
     )

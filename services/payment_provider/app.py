@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Header, Query
 from fastapi.responses import JSONResponse
 from prometheus_client import Counter, make_asgi_app
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
@@ -254,22 +255,13 @@ def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMEN
     ) -> list[dict[str, Any]]:
         """The ledger, or one order's charges."""
         async with pool.connection() as connection:
-            cursor = await connection.execute(
+            cursor = await connection.cursor(row_factory=dict_row).execute(
                 """SELECT charge_id, idempotency_key, order_id, amount_cents, created_at FROM charge
                     WHERE %(order)s::text IS NULL OR order_id = %(order)s ORDER BY created_at""",
                 {"order": order_id},
             )
             rows = await cursor.fetchall()
-        return [
-            {
-                "charge_id": r[0],
-                "idempotency_key": r[1],
-                "order_id": r[2],
-                "amount_cents": r[3],
-                "created_at": r[4].isoformat(),
-            }
-            for r in rows
-        ]
+        return [row | {"created_at": row["created_at"].isoformat()} for row in rows]
 
     admin = [Depends(sandbox_admin.admin_only(admin_password))]
 
