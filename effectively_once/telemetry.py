@@ -30,9 +30,15 @@ MAX_IDS_PER_RECORD = 50
 
 
 class Telemetry(Protocol):
-    def emit(self, kind: str, **fields: Any) -> None: ...
+    """Where a process tells what happened (deliveries, faults, starts), for the panel to show."""
 
-    def flush(self, timeout: float) -> None: ...
+    def emit(self, kind: str, **fields: Any) -> None:
+        """Tell one record of `kind` with `fields` (ids, never payloads); never blocks, never raises."""
+        ...
+
+    def flush(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the records told so far to leave the process."""
+        ...
 
 
 class NoTelemetry:
