@@ -268,18 +268,6 @@ def poison(subject: ProcessSubject) -> None:
 BlackBoxScenario = ScenarioOf[ProcessSubject]
 """A scenario of the black-box suite."""
 
-BLACK_BOX_SCENARIOS: tuple[BlackBoxScenario, ...] = named(
-    sequential_duplicate,
-    two_connections_racing,
-    winner_commits,
-    winner_rolls_back,
-    two_consumer_names,
-    crash_after_commit_before_ack,
-    serialization_failure_repeatable_read,
-    serialization_failure_serializable,
-    copy_with_other_content,
-    semantic_duplicate,
-    out_of_order,
-    poison,
-)
-"""The in-process suite's scenarios, by the same names, driving a process from outside."""
+BLACK_BOX_SCENARIOS: tuple[BlackBoxScenario, ...] = named(globals())
+"""The in-process suite's scenarios, by the same names and in the same ORDER, driving a process
+from outside."""

@@ -137,14 +137,19 @@ def sequential_duplicate(subject: Subject) -> None:
     )
 
 
-def two_connections_racing(subject: Subject) -> None:
-    handlers, name, event = subject.load_handlers(), subject.consumer_name("racing"), subject.make_event(subject.key())
-    both_ready = threading.Barrier(2, timeout=15)
+def deliver_at_once(
+    make: Callable[[FaultPoints], MessageProcessor], event: Envelope, at: str = "before_claim", copies: int = 2
+) -> list[Outcome]:
+    """The same event given to `copies` processors at once, each on its own connection (`make`
+    builds one with the fault points it is given): each is held at the fault point `at` until
+    all have reached it, so none has decided anything before the others arrive. Their outcomes,
+    in the order they came; the processors are closed after."""
+    all_there = threading.Barrier(copies, timeout=15)
     processors = []
-    for _ in range(2):
+    for _ in range(copies):
         faults = FaultPoints()
-        faults.arm("before_claim", lambda _point: both_ready.wait())
-        processors.append(_processor(subject, name, handlers, faults))
+        faults.arm(at, lambda _point: all_there.wait())
+        processors.append(make(faults))
     outcomes: list[Outcome] = []
     threads = [threading.Thread(target=lambda p=p: outcomes.append(p.process(event))) for p in processors]
     for thread in threads:
@@ -153,6 +158,12 @@ def two_connections_racing(subject: Subject) -> None:
         thread.join(60)
     for processor in processors:
         processor.close()
+    return outcomes
+
+
+def two_connections_racing(subject: Subject) -> None:
+    handlers, name, event = subject.load_handlers(), subject.consumer_name("racing"), subject.make_event(subject.key())
+    outcomes = deliver_at_once(lambda faults: _processor(subject, name, handlers, faults), event)
     expect(sorted(outcomes) == [Outcome.APPLIED, Outcome.DUPLICATE], f"two racing deliveries gave {outcomes}")
     expect(subject.effects_of(event) == 1, f"the effect is there {subject.effects_of(event)} times after the race")
 
@@ -378,27 +389,33 @@ class ScenarioOf(Generic[AnySubject]):
         return self.name
 
 
-def named(*functions: Callable[[AnySubject], None]) -> tuple[ScenarioOf[AnySubject], ...]:
-    """Scenarios named after their functions (`winner_commits` is `winner-commits`)."""
-    return tuple(ScenarioOf(function.__name__.replace("_", "-"), function) for function in functions)
+ORDER = (
+    "sequential_duplicate",
+    "two_connections_racing",
+    "winner_commits",
+    "winner_rolls_back",
+    "two_consumer_names",
+    "crash_after_commit_before_ack",
+    "serialization_failure_repeatable_read",
+    "serialization_failure_serializable",
+    "copy_with_other_content",
+    "semantic_duplicate",
+    "out_of_order",
+    "poison",
+)
+"""Every scenario, in the order both suites run them: the reference's eight, then a copy with
+other content, a semantic duplicate, out-of-order delivery and poison. The in-process suite
+(here) and the black-box suite (black_box.py) each define a function of each name."""
+
+
+def named(functions: Mapping[str, Any]) -> tuple[ScenarioOf[AnySubject], ...]:
+    """The scenarios of ORDER, each the function of its name in `functions` (a suite module's
+    globals), named for people (`winner_commits` is `winner-commits`)."""
+    return tuple(ScenarioOf(name.replace("_", "-"), functions[name]) for name in ORDER)
 
 
 Scenario = ScenarioOf[Subject]
 """A scenario of the in-process suite."""
 
-SCENARIOS: tuple[Scenario, ...] = named(
-    sequential_duplicate,
-    two_connections_racing,
-    winner_commits,
-    winner_rolls_back,
-    two_consumer_names,
-    crash_after_commit_before_ack,
-    serialization_failure_repeatable_read,
-    serialization_failure_serializable,
-    copy_with_other_content,
-    semantic_duplicate,
-    out_of_order,
-    poison,
-)
-"""The reference's eight scenarios, then a copy with other content, a semantic duplicate,
-out-of-order delivery and poison."""
+SCENARIOS: tuple[Scenario, ...] = named(globals())
+"""The in-process suite's scenarios, in ORDER."""

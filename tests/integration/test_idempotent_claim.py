@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from effectively_once.consumer.processor import Connection, Handler, NonRetryable, RetryLater, TerminalFailure
+from effectively_once.contract.scenarios import deliver_at_once
 from effectively_once.envelope import Envelope
 from effectively_once.faults import FaultPoints
 from effectively_once.outcomes import Outcome
@@ -56,19 +57,8 @@ def test_two_connections_racing_one_message_apply_it_exactly_once(
     runtime_db: str,
     name: str,
 ) -> None:
-    both_ready = threading.Barrier(2, timeout=10)
-    processors = []
-    for _ in range(2):
-        faults = FaultPoints()
-        faults.arm("before_claim", lambda _point: both_ready.wait(), times=None)
-        processors.append(make_processor(name, {LEDGER_ENTRY: ledger_handler(name)}, faults))
     event = entry("order-race")
-    outcomes: list[Outcome] = []
-    threads = [threading.Thread(target=lambda p=p: outcomes.append(p.process(event))) for p in processors]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    outcomes = deliver_at_once(lambda faults: make_processor(name, {LEDGER_ENTRY: ledger_handler(name)}, faults), event)
     assert sorted(outcomes) == [Outcome.APPLIED, Outcome.DUPLICATE]
     assert ledger_rows(runtime_db, name, event.message_id) == 1
 

@@ -4,10 +4,9 @@ in test_consumer_crashes.py.)"""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
+from effectively_once.contract.scenarios import deliver_at_once
 from effectively_once.faults import FaultAction, FaultPoints
 from effectively_once.outcomes import Outcome, Strategy
 from tests.integration.conftest import ProcessorFactory
@@ -31,18 +30,9 @@ def test_two_simultaneous_deliveries_double_only_under_check_then_act(
 ) -> None:
     # Both deliveries are held at the step just before each decides "new or seen" is acted on,
     # until both have reached it: check-then-act has then already decided "new" twice.
-    both_there = threading.Barrier(2, timeout=10)
-    processors = []
-    for _ in range(2):
-        faults = FaultPoints()
-        faults.arm(pause_at, lambda _point: both_there.wait())
-        processors.append(make_processor(name, {LEDGER_ENTRY: ledger_handler(name)}, faults, strategy=strategy))
     event = entry("order-storm")
-    threads = [threading.Thread(target=p.process, args=(event,)) for p in processors]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    handlers = {LEDGER_ENTRY: ledger_handler(name)}
+    deliver_at_once(lambda faults: make_processor(name, handlers, faults, strategy=strategy), event, at=pause_at)
     assert ledger_rows(runtime_db, name, event.message_id) == effects
 
 
