@@ -17,6 +17,7 @@ from benchmarks import (
     panel_pages,
     relay_bakeoff,
     relay_throughput,
+    report,
     sustainable_rate,
     table_growth,
     three_brokers,
@@ -63,8 +64,11 @@ def main() -> int:
         print("  · the system `make up` runs stays up beside the three-node one: both share the machine", flush=True)
     rows += three_brokers.measure(one_node, 50_000, 1_000, 10)
     print("\n".join(["", *table(rows), *growth]))
-    json_path, png_path = write_json(rows), draw_png(rows)
-    print(f"\nwritten to {json_path.relative_to(PROJECT_ROOT)} and {png_path.relative_to(PROJECT_ROOT)}")
+    facts = report.run_facts()
+    json_path, png_path = write_json(rows, facts=facts), draw_png(rows)
+    pages = report.write(rows, facts)
+    written = [json_path, png_path, *pages]
+    print("\nwritten to " + ", ".join(str(path.relative_to(PROJECT_ROOT)) for path in written))
     missed = [row.case for row in rows if row.met is False]
     print("every target met" if not missed else f"targets not met in this run: {', '.join(missed)}")
     return 0

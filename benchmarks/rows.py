@@ -37,9 +37,10 @@ def table(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
-def write_json(rows: Sequence[Row], path: Path = RESULTS / "bench.json") -> Path:
+def write_json(rows: Sequence[Row], path: Path = RESULTS / "bench.json", facts: dict[str, str] | None = None) -> Path:
+    """The run's rows and what is known of it (when, where), as JSON: what the pages are written from."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([asdict(row) for row in rows], indent=2) + "\n")
+    path.write_text(json.dumps({"run": facts or {}, "rows": [asdict(row) for row in rows]}, indent=2) + "\n")
     return path
 
 
