@@ -1,0 +1,156 @@
+"""The Kafka loop's bookkeeping with a fake client and scripted paths: what it stores, where it
+seeks back, what it dead-letters, with and without worker lanes, and the ack-first mistake the
+lab plugs into its hook. (tests/integration runs the loop against real Kafka.)"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import psycopg
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from effectively_once.consumer.loop import ConsumerLoop, LoopConfig
+from effectively_once.consumer.processor import MessageProcessor, NonRetryable, ProcessorConfig
+from effectively_once.envelope import Envelope
+from effectively_once.lab.controls import LabControls
+from effectively_once.outcomes import Outcome, Strategy
+from effectively_once.telemetry import NoTelemetry
+from tests.support.fake_consumer import (
+    FakeConnection,
+    FakeDeadLetters,
+    FakeKafkaConsumer,
+    FakeMessage,
+    ScriptedPath,
+    Step,
+    no_sleep,
+)
+
+TOPIC = "things"
+FATES: dict[str, Step] = {
+    "applied": Outcome.APPLIED,
+    "poison": NonRetryable("poison"),
+    "gone": psycopg.errors.ConnectionFailure("gone"),
+}
+
+
+def _processor(script: dict[str, list[Step]], batches: bool = True) -> MessageProcessor:
+    path = ScriptedPath(script, batches=batches)
+    return MessageProcessor(
+        ProcessorConfig("fake-v1"),
+        connect=FakeConnection,  # type: ignore[arg-type]
+        handlers={"Thing": lambda event, connection: None},
+        release=lambda connection: None,
+        sleep=no_sleep,
+        paths={Strategy.CORRECT: lambda: path},
+    )
+
+
+def _loop(
+    script: dict[str, list[Step]], workers: int = 1, batch_size: int = 1, lab: LabControls | None = None
+) -> tuple[ConsumerLoop, FakeDeadLetters]:
+    dead_letters = FakeDeadLetters()
+    processors = [_processor(script) for _ in range(workers)]
+    loop = ConsumerLoop(
+        LoopConfig("fake:9092", (TOPIC,), batch_size=batch_size, retry_backoff_cap_seconds=0),
+        processors[0],
+        dead_letters,  # type: ignore[arg-type]
+        consumer_factory=FakeKafkaConsumer,  # type: ignore[arg-type]
+        workers=processors[1:],
+        before_transaction=lab.before_transaction if lab else None,
+    )
+    return loop, dead_letters
+
+
+def _poll(fates: list[tuple[int, str, str]]) -> tuple[list[FakeMessage], dict[str, list[Step]], list[Envelope]]:
+    """Messages on partitions (offsets from 0 on each), their events' keys, and their fates."""
+    offsets: dict[int, int] = defaultdict(int)
+    messages: list[FakeMessage] = []
+    script: dict[str, list[Step]] = {}
+    events: list[Envelope] = []
+    for partition, key, fate in fates:
+        event = Envelope.new("Thing", key, {"n": 1})
+        events.append(event)
+        script[event.message_id] = [FATES[fate]]
+        messages.append(FakeMessage(TOPIC, partition, offsets[partition], event.to_json()))
+        offsets[partition] += 1
+    return messages, script, events
+
+
+POLLS = st.lists(
+    st.tuples(st.integers(0, 2), st.sampled_from(["k1", "k2", "k3", "k4"]), st.sampled_from(list(FATES))),
+    min_size=1,
+    max_size=25,
+)
+
+
+def _check_offsets(
+    client: FakeKafkaConsumer,
+    messages: list[FakeMessage],
+    events: list[Envelope],
+    dead: FakeDeadLetters,
+    fates: list[str],
+) -> None:
+    """On each partition, the stored offset never passes a message that was neither committed nor
+    dead-lettered, every message before it was one of those, and what was left is sought back to."""
+    lettered = {message_id for message_id, _ in dead.letters}
+    for partition in {m.partition() for m in messages}:
+        mine = [(m, e, f) for m, e, f in zip(messages, events, fates, strict=True) if m.partition() == partition]
+        stored = client.stored.get((TOPIC, partition), 0)
+        for message, event, fate in mine[:stored]:
+            assert fate == "applied" or event.message_id in lettered, (partition, message.offset(), fate)
+        pending = [m for m, _, _ in mine[stored:]]
+        if pending:
+            assert (TOPIC, partition, pending[0].offset()) in client.sought
+    assert all(reason == "handler_failed" for _, reason in dead.letters)
+
+
+@settings(max_examples=80)
+@given(fates=POLLS, batch_size=st.sampled_from([1, 3, 100]))
+def test_one_member_stores_only_what_committed_or_was_dead_lettered(
+    fates: list[tuple[int, str, str]], batch_size: int
+) -> None:
+    messages, script, events = _poll(fates)
+    loop, dead = _loop(script, batch_size=batch_size)
+    loop.handle(messages)  # type: ignore[arg-type]
+    client: FakeKafkaConsumer = loop._consumer  # type: ignore[assignment]
+    _check_offsets(client, messages, events, dead, [fate for _, _, fate in fates])
+    if "gone" not in [fate for _, _, fate in fates]:
+        assert loop.handled == len(messages) and not client.sought
+
+
+@settings(max_examples=60)
+@given(fates=POLLS, workers=st.integers(2, 4))
+def test_workers_never_store_past_a_gap_and_each_key_keeps_its_order(
+    fates: list[tuple[int, str, str]], workers: int
+) -> None:
+    messages, script, events = _poll(fates)
+    loop, dead = _loop(script, workers=workers)
+    loop.handle(messages)  # type: ignore[arg-type]
+    client: FakeKafkaConsumer = loop._consumer  # type: ignore[assignment]
+    _check_offsets(client, messages, events, dead, [fate for _, _, fate in fates])
+    attempted = [
+        {message_id for message_id in processor.path.attempts}  # type: ignore[attr-defined]
+        for processor in loop.processors
+    ]
+    for key in {event.key for event in events}:  # one key's messages on one worker alone
+        assert sum(1 for seen in attempted if any(e.message_id in seen for e in events if e.key == key)) <= 1
+
+
+def test_a_rewind_seeks_back_to_the_first_message_not_acknowledged_on_each_partition() -> None:
+    messages, script, _ = _poll([(0, "k1", "applied"), (0, "k1", "gone"), (1, "k2", "applied"), (0, "k1", "applied")])
+    loop, _ = _loop(script)
+    loop.handle(messages)  # type: ignore[arg-type]
+    client: FakeKafkaConsumer = loop._consumer  # type: ignore[assignment]
+    assert client.stored == {(TOPIC, 0): 1}
+    assert sorted(client.sought) == [(TOPIC, 0, 1), (TOPIC, 1, 0)]
+
+
+def test_the_ack_first_mistake_commits_the_offset_before_the_transaction_and_loses_what_failed() -> None:
+    messages, script, _ = _poll([(0, "k1", "gone")])
+    for strategy, committed in ((Strategy.CORRECT, {}), (Strategy.ACK_BEFORE_COMMIT, {(TOPIC, 0): 1})):
+        lab = LabControls("fake-v1", NoTelemetry(), strategy)
+        loop, _ = _loop(script, lab=lab)
+        loop.handle(messages)  # type: ignore[arg-type]
+        client: FakeKafkaConsumer = loop._consumer  # type: ignore[assignment]
+        assert client.committed == committed, strategy
