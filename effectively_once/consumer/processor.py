@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import psycopg
-from psycopg import IsolationLevel, errors
+from psycopg import IsolationLevel
 
 from .. import metrics
 from ..envelope import Envelope
@@ -35,8 +35,9 @@ from .transaction import (
     CorrectPath,
     Handler,
     HandlerBrokeTransaction,
+    Session,
     claim,
-    settle,
+    retryable,
 )
 
 log = logging.getLogger(__name__)
@@ -137,10 +138,6 @@ def _age_of(event: Envelope) -> tuple[datetime, str]:
     return event.occurred_at, "occurred at"
 
 
-def _is_retryable_transaction_error(error: BaseException) -> bool:
-    return isinstance(error, errors.SerializationFailure | errors.DeadlockDetected)
-
-
 class MessageProcessor:
     """Runs events through their transactions on one connection, as the configured strategy says."""
 
@@ -164,9 +161,7 @@ class MessageProcessor:
             raise ValueError("the correct path must be among the paths a processor may run")
         self.path = self._path_for(config.strategy)
         self.config = config
-        self._connect = connect
-        self._release = release
-        self._connection: Connection | None = None
+        self.session = Session(connect, release, ISOLATION_LEVELS[config.isolation_level])
         self._attempt_on: Attempt | None = None
         self.handlers = dict(handlers)
         self.bulk_handlers = dict(bulk_handlers or {})
@@ -226,27 +221,9 @@ class MessageProcessor:
         self.config = replace(self.config, dedup_horizon=horizon)
         log.warning("dedup horizon set to %s", horizon, extra={"consumer": self.config.consumer_name})
 
-    # Connection ---------------------------------------------------------------------------
-
-    @property
-    def connection(self) -> Connection:
-        if self._connection is None or self._connection.closed or self._connection.broken:
-            self.close()
-            connection = self._connect()
-            # Not autocommit: the first statement opens the transaction without a round trip
-            # of its own, and the path ends it with COMMIT or ROLLBACK.
-            connection.autocommit = False
-            connection.isolation_level = ISOLATION_LEVELS[self.config.isolation_level]
-            self._connection = connection
-        return self._connection
-
     def close(self) -> None:
         """Give the connection back (to its pool, which replaces it if it is broken)."""
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            with contextlib.suppress(psycopg.Error):
-                settle(connection)
-            self._release(connection)
+        self.session.close()
 
     # One message ----------------------------------------------------------------------------
 
@@ -272,9 +249,9 @@ class MessageProcessor:
                 raise TerminalFailure("handler_broke_transaction", broke) from broke
             except Exception as error:
                 self._record_failed_attempt(event, error)
-                if self._connection_lost(error):
+                if self.session.lost(error):
                     raise RetryLater(str(error)) from error
-                if _is_retryable_transaction_error(error):
+                if retryable(error):
                     transaction_attempts += 1
                     if transaction_attempts >= self.config.max_transaction_attempts:
                         raise TerminalFailure("transaction_retries_exhausted", error) from error
@@ -313,8 +290,7 @@ class MessageProcessor:
 
     def _attempt(self) -> Attempt:
         """What the path runs on: made once per connection, not once per message."""
-        connection = self.connection
-        settle(connection)
+        connection = self.session.ready()
         if self._attempt_on is None or self._attempt_on.connection is not connection:
             self._attempt_on = self._attempt_for(connection)
         self._attempt_on.other_content.clear()  # what an attempt rolled back had found
@@ -354,7 +330,7 @@ class MessageProcessor:
             outcomes = self.path.attempt_batch(self._attempt(), events, handlers)
         except Exception as error:
             metrics.ROLLBACKS.labels(self.config.consumer_name).inc()
-            if self._connection_lost(error):
+            if self.session.lost(error):
                 return BatchResult([], RetryLater(str(error)))
             metrics.RETRIES.labels(self.config.consumer_name, "batch_fallback").inc()
             log.info(
@@ -383,14 +359,10 @@ class MessageProcessor:
         if self.config.strategy is not Strategy.CORRECT or not events:
             return {}
         try:
-            connection = self.connection
-            settle(connection)
-            found = committed_markers(connection, self.config.consumer_name, events)
+            found = committed_markers(self.session.ready(), self.config.consumer_name, events)
         except psycopg.Error as error:
             log.info("looking ahead for duplicates failed: %s", error, extra={"consumer": self.config.consumer_name})
-            if self._connection is not None:
-                with contextlib.suppress(psycopg.Error):
-                    self._connection.rollback()
+            self.session.roll_back()
             return {}
         outcomes: dict[str, Outcome] = {}
         if found:
@@ -500,19 +472,6 @@ class MessageProcessor:
     def _record_failed_attempt(self, event: Envelope, error: BaseException) -> None:
         metrics.ROLLBACKS.labels(self.config.consumer_name).inc()
         self.record(event, Outcome.RETRYABLE_FAILURE, error_class=type(error).__name__)
-
-    def _connection_lost(self, error: BaseException) -> bool:
-        """The session is gone: the connection closed, broke, or the server said it is ending it
-        (SQLSTATE class 57P, operator intervention, e.g. pg_terminate_backend; or class 08). The
-        server's message can arrive before the socket closes, while the connection still looks
-        usable: the SQLSTATE settles it."""
-        if isinstance(error, psycopg.OperationalError) and not _is_retryable_transaction_error(error):
-            connection = self._connection
-            sqlstate = getattr(error, "sqlstate", None) or ""
-            if connection is None or connection.closed or connection.broken or sqlstate.startswith(("57P", "08")):
-                self.close()
-                return True
-        return False
 
     def _backoff(self, attempt: int) -> None:
         ceiling = min(self.config.backoff_cap_seconds, self.config.backoff_base_seconds * 2**attempt)

@@ -17,7 +17,7 @@ Kafka loop (loop.py) polls, decodes and acknowledges.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -80,6 +80,71 @@ def differing_fields_of_many(
     ids, bodies, deliveries = contents(events)
     rows = connection.execute(DIFFERENCES_MANY, (ids, bodies, deliveries, consumer_name))
     return {message_id: list(fields) for message_id, fields in rows if fields}
+
+
+def retryable(error: BaseException) -> bool:
+    """Whether `error` asks for the whole transaction again (SQLSTATE 40001, 40P01)."""
+    return isinstance(error, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected)
+
+
+class Session:
+    """One worker's connection: made when first needed, replaced once it is lost, given back
+    (to its pool) on close. It is never in autocommit: the first statement opens a transaction
+    without a round trip of its own, and the path ends it with COMMIT or ROLLBACK."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Connection],
+        release: Callable[[Connection], None],
+        isolation_level: psycopg.IsolationLevel,
+    ) -> None:
+        self._connect, self._release, self._isolation_level = connect, release, isolation_level
+        self._connection: Connection | None = None
+
+    @property
+    def connection(self) -> Connection:
+        """The open connection, a new one when there was none or it was lost."""
+        if self._connection is None or self._connection.closed or self._connection.broken:
+            self.close()
+            connection = self._connect()
+            connection.autocommit = False
+            connection.isolation_level = self._isolation_level
+            self._connection = connection
+        return self._connection
+
+    def ready(self) -> Connection:
+        """The connection, its COMMIT sent without waiting (if any) read first."""
+        connection = self.connection
+        settle(connection)
+        return connection
+
+    def roll_back(self) -> None:
+        """End whatever transaction is open, keeping the connection if it can be kept."""
+        if self._connection is not None:
+            with suppress(psycopg.Error):
+                self._connection.rollback()
+
+    def lost(self, error: BaseException) -> bool:
+        """Whether `error` means the session is gone (the connection is then given back): the
+        connection closed or broke, or the server said it ends the session (SQLSTATE class 57P,
+        operator intervention such as pg_terminate_backend; or class 08). The server's message can
+        arrive before the socket closes, while the connection still looks usable: the SQLSTATE
+        settles it."""
+        if isinstance(error, psycopg.OperationalError) and not retryable(error):
+            connection = self._connection
+            sqlstate = getattr(error, "sqlstate", None) or ""
+            if connection is None or connection.closed or connection.broken or sqlstate.startswith(("57P", "08")):
+                self.close()
+                return True
+        return False
+
+    def close(self) -> None:
+        """Give the connection back (to its pool, which replaces it if it is broken)."""
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            with suppress(psycopg.Error):
+                settle(connection)
+            self._release(connection)
 
 
 class HandlerBrokeTransaction(Exception):

@@ -92,7 +92,7 @@ def _race(
     handlers, name, event = subject.load_handlers(), subject.consumer_name(scenario), subject.make_event(subject.key())
     told = Deliveries()
     loser = _processor(subject, name, handlers, isolation_level=isolation_level, telemetry=told)
-    loser_pid = loser.connection.info.backend_pid
+    loser_pid = loser.session.connection.info.backend_pid
     claimed = threading.Event()
 
     def hold(_point: str) -> None:

@@ -166,7 +166,7 @@ def test_a_connection_killed_mid_transaction_is_replaced_and_nothing_is_lost_or_
     killed: list[int] = []
 
     def kill_my_connection(_point: str) -> None:
-        pid = loop.processor.connection.info.backend_pid
+        pid = loop.processor.session.connection.info.backend_pid
         with psycopg.connect(runtime_db, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         killed.append(pid)

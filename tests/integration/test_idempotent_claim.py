@@ -87,7 +87,7 @@ def _race_with_the_winner_holding_its_claim(
     """The winner claims and pauses before COMMIT until the loser is seen blocked on the claim."""
     winner_claimed = threading.Event()
     loser = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
-    loser_pid = loser.connection.info.backend_pid
+    loser_pid = loser.session.connection.info.backend_pid
 
     def hold_claim(_point: str) -> None:
         winner_claimed.set()
@@ -324,7 +324,7 @@ def test_a_duplicate_does_not_wait_for_its_empty_commit_and_the_connection_goes_
     first, second = entry("order-1"), entry("order-1")
     assert processor.process(first) is Outcome.APPLIED
     assert processor.process(first) is Outcome.DUPLICATE
-    assert processor.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE, (
+    assert processor.session.connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE, (
         "the duplicate returned without waiting for its COMMIT"
     )
     assert processor.process(second) is Outcome.APPLIED
@@ -342,7 +342,7 @@ def test_a_connection_lost_behind_a_duplicates_commit_is_replaced_and_the_next_m
     assert processor.process(first) is Outcome.APPLIED
     assert processor.process(first) is Outcome.DUPLICATE
     with psycopg.connect(runtime_db, autocommit=True) as killer:
-        killer.execute("SELECT pg_terminate_backend(%s)", (processor.connection.info.backend_pid,))
+        killer.execute("SELECT pg_terminate_backend(%s)", (processor.session.connection.info.backend_pid,))
     outcomes: list[Outcome | str] = []
     for _ in range(3):  # the loop redelivers after RetryLater; here, the test does
         try:
