@@ -22,12 +22,11 @@ from psycopg import sql
 
 from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
-from effectively_once import schema
+from effectively_once import lab, schema
 from effectively_once.consumer import wiring
-from effectively_once.consumer.processor import PATHS, MessageProcessor, ProcessorConfig
+from effectively_once.consumer.processor import MessageProcessor, ProcessorConfig, path_for
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import client_config
-from effectively_once.lab.teaching import with_teaching_paths
 from effectively_once.outcomes import Strategy
 from effectively_once.telemetry import KafkaTelemetry
 from infra.launcher import kafka_broker, stack
@@ -133,7 +132,7 @@ def _kafka_rate(
         dead_letter_topic=f"{topic}.dlq",
         bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
         telemetry=KafkaTelemetry(settings.kafka_bootstrap_servers, name) if telemetry else None,
-        paths=with_teaching_paths(PATHS),
+        paths=lab.PATHS,
     )
     started: list[tuple[float, float, tuple[int, int]]] = []
 
@@ -178,7 +177,7 @@ def _sql_only_rate(
         connect=lambda: psycopg.connect(url, autocommit=True),
         handlers={LEDGER_ENTRY: ledger_handler(name)},
         bulk_handlers={LEDGER_ENTRY: ledger_bulk_handler(name)},
-        paths=with_teaching_paths(PATHS),
+        path=path_for(strategy, lab.PATHS),
     )
     processor.session.connection  # connect before the clock starts  # noqa: B018
     started, cpu = time.perf_counter(), _cpu_seconds()

@@ -64,7 +64,17 @@ class Path(Protocol):
 
 
 PATHS: Mapping[Strategy, Callable[[], Path]] = {Strategy.CORRECT: CorrectPath}
-"""What a processor runs when it is given nothing else: the correct path only."""
+"""The paths a process may run when it is given nothing else: the correct path only."""
+
+
+def path_for(strategy: Strategy, paths: Mapping[Strategy, Callable[[], Path]] = PATHS) -> Path:
+    """A new path of `strategy` from `paths` (each processor has its own: a teaching path may
+    remember); ValueError when the process was not given it."""
+    factory = paths.get(strategy)
+    if factory is None:
+        given = ", ".join(strategy.value for strategy in paths)
+        raise ValueError(f"strategy {strategy.value!r} is not installed in this process (it runs: {given})")
+    return factory()
 
 
 ISOLATION_LEVELS = {
@@ -152,14 +162,14 @@ class MessageProcessor:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         telemetry: Telemetry | None = None,
-        paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+        path: Path | None = None,
     ) -> None:
-        """`paths` are the strategies this processor may run (the correct one unless a process
-        passes effectively_once.lab.PATHS); `config.strategy` must be one of them."""
-        self._paths = dict(paths)
-        if Strategy.CORRECT not in self._paths:
-            raise ValueError("the correct path must be among the paths a processor may run")
-        self.path = self._path_for(config.strategy)
+        """`path` is how each message's transaction runs: the correct path unless given another
+        (`path_for`, from the paths the process was given); `config.strategy` must be its strategy."""
+        self.path: Path = path or CorrectPath()
+        if self.path.strategy is not config.strategy:
+            path_for(config.strategy)  # a teaching strategy without its path: refused, named
+            raise ValueError(f"the path runs {self.path.strategy.value}, the config says {config.strategy.value}")
         self.config = config
         self.session = Session(connect, release, ISOLATION_LEVELS[config.isolation_level])
         self._attempt_on: Attempt | None = None
@@ -187,22 +197,10 @@ class MessageProcessor:
                 extra={"consumer": config.consumer_name, "strategy": config.strategy.value},
             )
 
-    def _path_for(self, strategy: Strategy) -> Path:
-        factory = self._paths.get(strategy)
-        if factory is None:
-            given = ", ".join(self._paths)
-            raise ValueError(f"strategy {strategy.value!r} is not installed in this process (it runs: {given})")
-        return factory()
-
-    def strategies(self) -> list[str]:
-        """The strategies this processor may run."""
-        return [strategy.value for strategy in self._paths]
-
-    def switch_strategy(self, strategy: Strategy) -> None:
-        """Run every following message under `strategy` (the teaching switch); a strategy whose
-        path this processor was not given is refused (ValueError)."""
-        previous = self.config.strategy
-        self.path = self._path_for(strategy)
+    def run_on(self, path: Path) -> None:
+        """Run every following message on `path` (the lab's strategy switch)."""
+        previous, strategy = self.config.strategy, path.strategy
+        self.path = path
         self.config = replace(self.config, strategy=strategy)
         metrics.STRATEGY.labels(self.config.consumer_name, previous.value).set(0)
         metrics.precreate(self.config.consumer_name, strategy.value, self.handlers)

@@ -34,7 +34,7 @@ from ..retention import MarkerPurger
 from ..safe_horizon import Verdict, Window, verdict
 from ..telemetry import Telemetry
 from .loop import ConsumerLoop, LoopConfig
-from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig
+from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig, path_for
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,8 @@ class Attachment(Protocol):
         ...
 
 
-Attach = Callable[[str, "ConsumerSettings", Telemetry], Attachment]
-"""Makes a process's attachment from its consumer name, settings and telemetry."""
+Attach = Callable[[str, "ConsumerSettings", Telemetry, Mapping[Strategy, Callable[[], Path]]], Attachment]
+"""Makes a process's attachment from its consumer name, settings, telemetry and the paths it was given."""
 
 
 def build(
@@ -174,7 +174,7 @@ def build(
             faults=faults,
             bulk_handlers=bulk_handlers,
             telemetry=telemetry,
-            paths=paths,
+            path=path_for(settings.CONSUMER_STRATEGY, paths),
         )
 
     processor = new_processor()
@@ -271,7 +271,7 @@ def run(
     dead_letter_topic = settings.DEAD_LETTER_TOPIC or dead_letter_topic
     started = start(settings, consumer_name, settings.EO_INSTANCE_ID)
     telemetry, faults = started.telemetry, started.faults
-    attachment = attach(consumer_name, settings, telemetry) if attach is not None else None
+    attachment = attach(consumer_name, settings, telemetry, paths) if attach is not None else None
     if attachment is not None:
         strategy = attachment.starting_strategy(settings.CONSUMER_STRATEGY)
         settings = settings.model_copy(update={"CONSUMER_STRATEGY": strategy})

@@ -13,13 +13,14 @@ A production process passes neither, and the consumer package imports nothing fr
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 
 import psycopg
 
 from ..consumer.loop import ConsumerLoop
 from ..consumer.processor import PATHS as CORRECT_ONLY
+from ..consumer.processor import Path
 from ..consumer.wiring import ConsumerSettings, MemberHooks
 from ..outcomes import Strategy
 from ..telemetry import Telemetry
@@ -36,8 +37,16 @@ PATHS = with_teaching_paths(CORRECT_ONLY)
 class LabAttachment:
     """One consumer process's lab: a `LabControls` per member, and the control endpoint's runtime."""
 
-    def __init__(self, consumer_name: str, settings: ConsumerSettings, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        consumer_name: str,
+        settings: ConsumerSettings,
+        telemetry: Telemetry,
+        paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+    ) -> None:
         self.consumer_name, self.settings, self.telemetry = consumer_name, settings, telemetry
+        self.paths = dict(paths)
+        """The paths the process was given: what a switch may choose."""
         self.strategy = settings.CONSUMER_STRATEGY
 
     def starting_strategy(self, configured: Strategy) -> Strategy:
@@ -58,9 +67,16 @@ class LabAttachment:
         """The members as the control endpoint serves them (strategy, rewind, hold, horizon)."""
         controls = [(loop, hooks) for loop, hooks in members if isinstance(hooks, LabControls)]
         configured = timedelta(days=self.settings.DEDUP_HORIZON_DAYS)
-        return LabProcess(self.consumer_name, controls, self.settings.DATABASE_URL, self.telemetry, configured)
+        return LabProcess(
+            self.consumer_name, controls, self.settings.DATABASE_URL, self.telemetry, configured, self.paths
+        )
 
 
-def attach(consumer_name: str, settings: ConsumerSettings, telemetry: Telemetry) -> LabAttachment:
+def attach(
+    consumer_name: str,
+    settings: ConsumerSettings,
+    telemetry: Telemetry,
+    paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+) -> LabAttachment:
     """The lab of one consumer process: what `wiring.run(attach=...)` takes."""
-    return LabAttachment(consumer_name, settings, telemetry)
+    return LabAttachment(consumer_name, settings, telemetry, paths)

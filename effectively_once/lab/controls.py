@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
@@ -22,6 +22,8 @@ import psycopg
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
 
 from ..consumer.loop import ConsumerLoop
+from ..consumer.processor import Path, path_for
+from ..consumer.transaction import CorrectPath
 from ..outcomes import Strategy
 from ..retention import purge_markers
 from ..telemetry import Telemetry
@@ -154,12 +156,15 @@ class LabProcess:
         database_url: str,
         telemetry: Telemetry,
         configured_horizon: timedelta | None = None,
+        paths: Mapping[Strategy, Callable[[], Path]] | None = None,
     ):
         self.consumer_name = consumer_name
         self.members = members
         self._database_url = database_url
         self._telemetry = telemetry
         self._configured_horizon = configured_horizon
+        self._paths = dict(paths or {Strategy.CORRECT: CorrectPath})
+        """The paths the process was given: what a switch may choose."""
 
     @property
     def _first(self) -> ConsumerLoop:
@@ -169,14 +174,15 @@ class LabProcess:
         return self._first.processor.config.strategy.value
 
     def strategies(self) -> list[str]:
-        return self._first.processor.strategies()
+        return [strategy.value for strategy in self._paths]
 
     def set_strategy(self, strategy: str) -> None:
         """Switch every member, and store the choice so a restart keeps it."""
         chosen = Strategy(strategy)
+        path_for(chosen, self._paths)  # refused unless the process was given the path
         for loop, controls in self.members:
-            for processor in loop.processors:  # every worker's
-                processor.switch_strategy(chosen)  # refused unless the process was given the path
+            for processor in loop.processors:  # every worker's, each on a path of its own
+                processor.run_on(path_for(chosen, self._paths))
             controls.strategy = chosen
         with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
             strategy_store.save(connection, self.consumer_name, chosen)

@@ -1,8 +1,9 @@
 """The teaching strategies: each a plug-in path that gets one thing wrong on purpose.
 
-A processor runs only the paths it is given (`MessageProcessor(paths=...)`): the correct path by
-default, these only where a process passes them (the demo's consumers and the labs do). A setting
-alone cannot switch a production consumer to one. Each docstring says what goes wrong, and the
+A processor runs the one path it is given (`MessageProcessor(path=...)`, the correct one by
+default); a process may choose among the paths it was given (`wiring.run(paths=...)`): these only
+where it passes them (the demo's consumers and the labs do, as `effectively_once.lab.PATHS`). A
+setting alone cannot switch a production consumer to one. Each docstring says what goes wrong, and the
 workshop's labs (docs/workshop/) make it happen.
 """
 

@@ -15,16 +15,16 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from effectively_once import schema
+from effectively_once import lab, schema
 from effectively_once.consumer.processor import (
-    PATHS,
     BulkHandler,
     Handler,
     MessageProcessor,
     ProcessorConfig,
+    path_for,
 )
 from effectively_once.faults import FaultPoints
-from effectively_once.lab.teaching import with_teaching_paths
+from effectively_once.outcomes import Strategy
 from infra.launcher.kafka_broker import ensure_topics
 from services.sandbox_admin import admin_headers
 from services.settings import PROJECT_ROOT, Settings, with_credentials
@@ -96,7 +96,7 @@ def make_processor(runtime_db: str) -> Iterator[ProcessorFactory]:
             handlers=handlers,
             faults=faults,
             bulk_handlers=bulk_handlers,
-            paths=with_teaching_paths(PATHS),
+            path=path_for(config.get("strategy", Strategy.CORRECT), lab.PATHS),
         )
         made.append(processor)
         return processor

@@ -18,11 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from effectively_once import contract
-from effectively_once.consumer.processor import PATHS, MessageProcessor, ProcessorConfig, TerminalFailure
+from effectively_once import contract, lab
+from effectively_once.consumer.processor import MessageProcessor, ProcessorConfig, TerminalFailure, path_for
 from effectively_once.contract import scenarios
 from effectively_once.envelope import Envelope
-from effectively_once.lab.teaching import with_teaching_paths
 from effectively_once.message_ids import LATEST, message_id_time, new_message_id
 from effectively_once.outcomes import Outcome, Strategy
 from tests.integration.conftest import ProcessorFactory
@@ -125,7 +124,7 @@ def _mistaken_processor(
         connect=subject.connect,
         handlers=handlers,
         telemetry=telemetry,
-        paths=with_teaching_paths(PATHS),
+        path=path_for(Strategy.OCCURRED_AT_IN_KEY, lab.PATHS),
     )
 
 

@@ -42,7 +42,7 @@ def _processor(script: dict[str, list[Step]], batches: bool = True) -> MessagePr
         handlers={"Thing": lambda event, connection: None},
         release=lambda connection: None,
         sleep=no_sleep,
-        paths={Strategy.CORRECT: lambda: path},
+        path=path,
     )
 
 

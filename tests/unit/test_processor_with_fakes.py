@@ -20,7 +20,7 @@ from effectively_once.consumer.processor import (
     TerminalFailure,
 )
 from effectively_once.envelope import Envelope
-from effectively_once.outcomes import Outcome, Strategy
+from effectively_once.outcomes import Outcome
 from tests.support.fake_consumer import FakeConnection, ScriptedPath, envelopes, no_sleep
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -42,7 +42,7 @@ def _processor(
         release=lambda connection: None,
         sleep=no_sleep,
         clock=lambda: NOW,
-        paths={Strategy.CORRECT: lambda: path},
+        path=path,
     )
 
 
