@@ -7,7 +7,10 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel
 
+from auditor.dead_letters import DeadLetter
+from auditor.invariants import Anomaly, Parked
 from chaos_panel.acting.control_endpoints import ControlError
 from chaos_panel.domain import proof
 from chaos_panel.drawing import system_map
@@ -18,25 +21,77 @@ from chaos_panel.web.pages import timeline_of
 router = APIRouter(prefix="/api", tags=["reads"])
 
 
+class LabRunOut(BaseModel):
+    id: int
+    lab: str
+    prediction: str
+    answer: str
+    right: bool | None
+    passed: bool | None
+    finished: bool
+    order_id: str
+    lines: list[str]
+
+
+class LabRunsOut(BaseModel):
+    runs: list[LabRunOut]
+
+
+class OrderSummary(BaseModel):
+    order_id: str
+    status: str
+    age_seconds: float
+    idle_seconds: float
+
+
+class OrdersOut(BaseModel):
+    orders: list[OrderSummary]
+
+
+class OrderEvent(BaseModel):
+    message_id: str
+    event_type: str
+    service: str
+    topic: str
+    published: bool
+
+
+class OrderOut(BaseModel):
+    order_id: str
+    status: str
+    events: list[OrderEvent]
+
+
+class AuditOut(BaseModel):
+    """The auditor's verdict, in its own dataclasses (auditor/), and the latest dead letters."""
+
+    green: bool
+    anomalies: list[Anomaly]
+    parked: list[Parked]
+    retrying: list[Parked]
+    checks: dict[str, int]
+    dead_letters: list[DeadLetter]
+
+
 @router.get("/labs/runs")
-def lab_runs(panel: PanelDep) -> dict[str, Any]:
+def lab_runs(panel: PanelDep) -> LabRunsOut:
     """Every lab run on this system: the prediction, the auditor's answer, the lab's checks."""
-    return {
-        "runs": [
-            {
-                "id": r.id,
-                "lab": r.lab,
-                "prediction": r.prediction,
-                "answer": r.answer,
-                "right": r.right,
-                "passed": r.passed,
-                "finished": r.finished is not None,
-                "order_id": r.order_id,
-                "lines": list(r.lines),
-            }
+    return LabRunsOut(
+        runs=[
+            LabRunOut(
+                id=r.id,
+                lab=r.lab,
+                prediction=r.prediction,
+                answer=r.answer,
+                right=r.right,
+                passed=r.passed,
+                finished=r.finished is not None,
+                order_id=r.order_id,
+                lines=list(r.lines),
+            )
             for r in panel.labs.runs
         ]
-    }
+    )
 
 
 @router.get("/map")
@@ -102,26 +157,26 @@ def sandbox_faults_now(panel: PanelDep, sandbox: str) -> dict[str, Any]:
 
 
 @router.get("/orders")
-def orders(panel: PanelDep, limit: int = 100) -> dict[str, Any]:
+def orders(panel: PanelDep, limit: int = 100) -> OrdersOut:
     """The most recent orders with their saga status, age and time since they last moved, newest first."""
     if not 1 <= limit <= 1000:
         raise HTTPException(400, "limit must be between 1 and 1000")
     now = time.time()
-    return {
-        "orders": [
-            {
-                "order_id": o.order_id,
-                "status": o.status,
-                "age_seconds": round(now - o.created_at.timestamp(), 1),
-                "idle_seconds": round(now - o.updated_at.timestamp(), 1),
-            }
+    return OrdersOut(
+        orders=[
+            OrderSummary(
+                order_id=o.order_id,
+                status=o.status,
+                age_seconds=round(now - o.created_at.timestamp(), 1),
+                idle_seconds=round(now - o.updated_at.timestamp(), 1),
+            )
             for o in records.recent_orders(panel.query, limit)
         ]
-    }
+    )
 
 
 @router.get("/orders/{order_id}")
-def order(panel: PanelDep, order_id: str) -> dict[str, Any]:
+def order(panel: PanelDep, order_id: str) -> OrderOut:
     """An order's saga status and the events written for it (ids and types, never payloads)."""
     try:
         row = records.order(panel.query, order_id)
@@ -130,20 +185,20 @@ def order(panel: PanelDep, order_id: str) -> dict[str, Any]:
         raise HTTPException(400, str(error)) from error
     if row is None:
         raise HTTPException(404, f"no order {order_id}")
-    return {
-        "order_id": row.order_id,
-        "status": row.status,
-        "events": [
-            {
-                "message_id": e.message_id,
-                "event_type": e.event_type,
-                "service": e.database,
-                "topic": e.topic,
-                "published": e.published_at is not None,
-            }
+    return OrderOut(
+        order_id=row.order_id,
+        status=row.status,
+        events=[
+            OrderEvent(
+                message_id=e.message_id,
+                event_type=e.event_type,
+                service=e.database,
+                topic=e.topic,
+                published=e.published_at is not None,
+            )
             for e in events
         ],
-    }
+    )
 
 
 @router.get("/orders/{order_id}/proof")
@@ -184,16 +239,16 @@ def timeline(panel: PanelDep, order_id: str) -> dict[str, Any]:
 
 
 @router.get("/audit")
-def audit(panel: PanelDep, stuck_after: float | None = None) -> dict[str, Any]:
+def audit(panel: PanelDep, stuck_after: float | None = None) -> AuditOut:
     """The verdict; `stuck_after` (seconds) overrides how long a saga or an event may take."""
     if stuck_after is not None and not 1 <= stuck_after <= 86_400:
         raise HTTPException(400, "stuck_after must be between 1 and 86400 seconds")
     verdict = panel.verdict(stuck_after)
-    return {
-        "green": verdict.green,
-        "anomalies": [vars(a) for a in verdict.anomalies],
-        "parked": [vars(p) for p in verdict.parked],
-        "retrying": [vars(r) for r in verdict.retrying],
-        "checks": verdict.checks,
-        "dead_letters": [vars(d) for d in list(panel.store.dead_letters)[-200:]],
-    }
+    return AuditOut(
+        green=verdict.green,
+        anomalies=verdict.anomalies,
+        parked=verdict.parked,
+        retrying=verdict.retrying,
+        checks=verdict.checks,
+        dead_letters=list(panel.store.dead_letters)[-200:],
+    )
