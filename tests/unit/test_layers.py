@@ -12,12 +12,12 @@ else imports it.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from services.settings import PROJECT_ROOT
+from tests.support.imports import imported_modules
 
 LAYERS: list[set[str]] = [
     {"benchmarks"},
@@ -35,26 +35,11 @@ LEVEL = {package: level for level, packages in enumerate(LAYERS) for package in 
 SERVICE_PACKAGES = {p.name for p in (PROJECT_ROOT / "services").iterdir() if (p / "__init__.py").exists()}
 
 
-def _imported(source: str, module: str) -> set[str]:
-    """The dotted modules `source` (module `module`) imports, relative imports resolved, each
-    `from X import name` also as X.name."""
-    package = module.split(".")[:-1]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            origin = ".".join([*base, *([node.module] if node.module else [])])
-            found |= {origin} | {f"{origin}.{alias.name}" for alias in node.names}
-    return found
-
-
 def violations(source: str, module: str) -> list[str]:
     """What `source`, the text of dotted `module`, imports against the layering."""
     own = module.split(".")[0]
     found = []
-    for name in sorted(_imported(source, module)):
+    for name in sorted(imported_modules(source, module)):
         target = name.split(".")[0]
         if target == "tests" and own != "tests":
             found.append(f"{module} imports {name}: tests.support is the tests' alone")

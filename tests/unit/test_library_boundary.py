@@ -12,6 +12,7 @@ import pytest
 
 import effectively_once
 from services.settings import PROJECT_ROOT
+from tests.support.imports import imported_modules
 
 LIBRARY = Path(effectively_once.__file__).parent
 DECLARED_IMPORTS = {
@@ -83,24 +84,9 @@ def test_the_version_is_the_distributions() -> None:
     assert effectively_once.__version__ == project["version"]
 
 
-def _resolved_imports(source: str, module: str) -> set[str]:
-    """Every module `source` (the text of dotted `module`) imports, relative imports resolved,
-    with each name of a `from X import name` counted as X.name as well (it may be a module)."""
-    package = module.split(".")[:-1]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            origin = ".".join([*base, *([node.module] if node.module else [])])
-            found |= {origin} | {f"{origin}.{alias.name}" for alias in node.names}
-    return found
-
-
 def _names_the_lab(source: str, module: str) -> bool:
     lab = "effectively_once.lab"
-    return any(name == lab or name.startswith(lab + ".") for name in _resolved_imports(source, module))
+    return any(name == lab or name.startswith(lab + ".") for name in imported_modules(source, module))
 
 
 def test_the_consumer_package_imports_nothing_from_the_lab() -> None:
@@ -138,7 +124,7 @@ def test_one_messages_path_from_poll_to_stored_offset_is_three_files_of_the_cons
     claims, runs the handler and commits. The transaction needs nothing else of the runtime."""
     consumer = LIBRARY / "consumer"
     loop, processor, transaction = (
-        _resolved_imports((consumer / f"{m}.py").read_text(), f"effectively_once.consumer.{m}")
+        imported_modules((consumer / f"{m}.py").read_text(), f"effectively_once.consumer.{m}")
         for m in ("loop", "processor", "transaction")
     )
     assert "effectively_once.consumer.processor" in loop and "effectively_once.consumer.transaction" in processor
