@@ -43,7 +43,7 @@ class ProcessSettings(KafkaCredentials, HostSettings):
     KAFKA_BOOTSTRAP_SERVERS: str = ""
     """host:port[,host:port…] of the Kafka cluster (consumers and the relay require it)."""
     CONTROL_PORT: int | None = Field(default=None, ge=1, le=65535)
-    """Serves /metrics, /faults and the process's own controls (control.py); none when unset."""
+    """Serves /metrics, /faults and the process's own controls (control_endpoint.py); none when unset."""
     CONTROL_HOST: str = "127.0.0.1"
     """The control endpoint's address: loopback unless a supervisor elsewhere must reach it."""
     EO_FAULTS: str = ""

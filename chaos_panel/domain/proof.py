@@ -2,7 +2,7 @@
 email and the sales projection row, the chain that led to it (the event in its outbox, every
 delivery of it to the consumer that makes the effect, the marker that consumer claimed, the
 business rows, the remote calls and what the outside world holds) and one sentence saying why
-it happened once, or what went wrong. Pure: proof_reader.py reads the facts."""
+it happened once, or what went wrong. Pure: reading/proof_facts.py reads the facts."""
 
 from __future__ import annotations
 
