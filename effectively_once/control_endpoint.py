@@ -378,15 +378,17 @@ def serve_control(
     points: tuple[str, ...] = RUNTIME_POINTS,
     runtime: RuntimeControl | None = None,
     parked: ParkedControl | None = None,
+    allowed_hosts: frozenset[str] | None = None,
 ) -> WSGIServer:
     """Serve the control endpoint in a daemon thread, a thread per request; return the server
-    (shutdown() stops it)."""
+    (shutdown() stops it). `allowed_hosts`: the Host names it answers besides loopback names and
+    IP literals (by default, the process's ALLOWED_HOSTS)."""
     for point in points:  # every point's counter exists from the start, at zero
         FAULTS_FIRED.labels(point)
     server = make_server(
         host,
         port,
-        control_app(faults, points, runtime, parked),
+        control_app(faults, points, runtime, parked, allowed_hosts),
         server_class=_ThreadingServer,
         handler_class=_QuietHandler,
     )

@@ -15,6 +15,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
+from wsgiref.simple_server import WSGIServer
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
@@ -91,11 +92,13 @@ def start(settings: ProcessSettings, default_name: str, instance_id: str | None 
     return Started(name, telemetry, faults)
 
 
-def serve(started: Started, settings: ProcessSettings, **controls: Any) -> None:
-    """Open the control endpoint when CONTROL_PORT is set (`controls` as serve_control takes them)."""
-    if settings.CONTROL_PORT:
-        controls.setdefault("allowed_hosts", settings.allowed_hosts())
-        serve_control(started.faults, settings.CONTROL_HOST, settings.CONTROL_PORT, **controls)
+def serve(started: Started, settings: ProcessSettings, **controls: Any) -> WSGIServer | None:
+    """Open the control endpoint when CONTROL_PORT is set (`controls` as serve_control takes
+    them), answering the Host names of ALLOWED_HOSTS; the server, or None when there is none."""
+    if not settings.CONTROL_PORT:
+        return None
+    controls.setdefault("allowed_hosts", settings.allowed_hosts())
+    return serve_control(started.faults, settings.CONTROL_HOST, settings.CONTROL_PORT, **controls)
 
 
 def announce_start(settings: ProcessSettings, default_name: str) -> None:

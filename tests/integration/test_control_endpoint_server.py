@@ -1,4 +1,5 @@
-"""The control endpoint's server: one slow client does not block it."""
+"""The control endpoint's server: one slow client does not block it, and a process's settings
+open it where they say, for the Host names they allow."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import httpx
 
 from effectively_once.control_endpoint import serve_control
 from effectively_once.faults import FaultPoints
+from effectively_once.process import ProcessSettings, serve, start
 from workbench.network import free_port
 
 
@@ -23,3 +25,18 @@ def test_a_client_that_sends_half_a_request_does_not_block_the_others() -> None:
             assert answer.status_code == 200
     finally:
         server.shutdown()
+
+
+def test_a_process_serves_its_control_endpoint_where_its_settings_say_for_the_hosts_they_allow() -> None:
+    port = free_port()
+    settings = ProcessSettings(CONTROL_PORT=port, ALLOWED_HOSTS="panel.example.org", TELEMETRY_TOPIC="")
+    server = serve(start(settings, "control-test"), settings, points=("before_commit",))
+    assert server is not None
+    try:
+        url = f"http://127.0.0.1:{port}/faults"
+        assert httpx.get(url, timeout=5).status_code == 200
+        assert httpx.get(url, headers={"Host": "panel.example.org"}, timeout=5).status_code == 200
+        assert httpx.get(url, headers={"Host": "elsewhere.example.org"}, timeout=5).status_code == 400
+    finally:
+        server.shutdown()
+    assert serve(start(settings, "control-test"), ProcessSettings(TELEMETRY_TOPIC="")) is None
