@@ -6,7 +6,8 @@
   outcome; batches and their fallback;
 - `transaction.py`: claim the marker, run the handler, commit, in one transaction.
 
-`wiring.py` builds a consumer process from its settings (`run`); `lanes.py` (CONSUMER_WORKERS),
-`duplicates_ahead.py` and `stall_watch.py` serve the loop. Teaching strategies and lab
+`wiring.py` builds a consumer process from its settings (`run`); `recording.py` counts, tells and
+logs each outcome; `lanes.py` (CONSUMER_WORKERS), `duplicates_ahead.py` and `stall_watch.py` serve
+the loop. Teaching strategies and lab
 controls are not here: a workshop process plugs them in (effectively_once.lab).
 """

@@ -284,7 +284,7 @@ class ConsumerLoop:
             if d.event is not None
         }
         for processor in self.processors:
-            processor.positions = positions
+            processor.recorder.positions = positions
         self._find_duplicates_ahead(deliveries)
         if self._lanes is not None and self.processor.path.batches:  # a teaching path goes in order
             self._handle_in_lanes(deliveries)

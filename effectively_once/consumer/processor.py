@@ -8,11 +8,10 @@ duplicate, ignored) or, once its dead letter is confirmed, failed.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -28,6 +27,7 @@ from ..outcomes import Outcome, Strategy
 from ..telemetry import NoTelemetry, Telemetry
 from ..typed_payload import PayloadDoesNotFit, TypedHandler
 from .duplicates_ahead import committed_markers
+from .recording import Recorder
 from .transaction import (
     Attempt,
     BulkHandler,
@@ -178,13 +178,8 @@ class MessageProcessor:
         self.faults = faults or FaultPoints()
         self._sleep = sleep
         self._clock = clock
-        self.telemetry: Telemetry = telemetry or NoTelemetry()
-        self._told: list[dict[str, Any]] | None = None
-        """Deliveries of the batch being recorded, told as one telemetry record."""
-        self.positions: Mapping[int, tuple[str, int, int]] = {}
-        """Where each event of the poll being processed came from, by the event object's identity:
-        (topic, partition, offset), told with its outcome. The consumer loop sets it each poll."""
-        self._outcome_counters: dict[tuple[str, Outcome], Any] = {}
+        self.recorder = Recorder(config.consumer_name, config.strategy, telemetry or NoTelemetry())
+        """Counts, tells and logs each outcome; the loop gives it each poll's positions."""
         self._begin = f"BEGIN ISOLATION LEVEL {config.isolation_level}".encode()
         self._transaction_seconds = metrics.TRANSACTION_SECONDS.labels(config.consumer_name)
         self._claim_wait_seconds = metrics.CLAIM_WAIT_SECONDS.labels(config.consumer_name)
@@ -204,7 +199,7 @@ class MessageProcessor:
         self.config = replace(self.config, strategy=strategy)
         metrics.STRATEGY.labels(self.config.consumer_name, previous.value).set(0)
         metrics.precreate(self.config.consumer_name, strategy.value, self.handlers)
-        self._outcome_counters.clear()
+        self.recorder.switched(strategy)
         level = logging.INFO if strategy is Strategy.CORRECT else logging.WARNING
         log.log(
             level,
@@ -339,7 +334,7 @@ class MessageProcessor:
             )
             return self._one_at_a_time(events)
         self._transaction_seconds.observe(time.perf_counter() - started)
-        with self._told_together():
+        with self.recorder.together():
             for event, outcome in zip(events, outcomes, strict=True):
                 self.record(event, outcome)
         return BatchResult(list(outcomes))
@@ -364,7 +359,7 @@ class MessageProcessor:
             return {}
         outcomes: dict[str, Outcome] = {}
         if found:
-            with self._told_together():
+            with self.recorder.together():
                 for event in events:
                     differing = found.get(event.message_id)
                     if differing is None:
@@ -377,16 +372,6 @@ class MessageProcessor:
                         self.record(event, outcome, found="ahead")
                     outcomes[event.message_id] = outcome
         return outcomes
-
-    @contextlib.contextmanager
-    def _told_together(self) -> Iterator[None]:
-        """Every outcome recorded inside, told to telemetry as one `deliveries` record."""
-        self._told = []
-        try:
-            yield
-        finally:
-            told, self._told = self._told, None
-            self.telemetry.emit("deliveries", items=told)
 
     def _around_ignored(self, events: Sequence[Envelope]) -> BatchResult:
         """The batch without its ignored events, their IGNORED results put back in place."""
@@ -420,52 +405,10 @@ class MessageProcessor:
     # Bookkeeping ------------------------------------------------------------------------------
 
     def record(self, event: Envelope | None, outcome: Outcome, **fields: Any) -> None:
-        """Count an outcome and log it (with ids, never the payload; a copy with other content
-        names its differing fields, never their values)."""
-        event_type = event.type if event else "(undecodable)"
+        """Record an outcome (recording.py); a copy with other content names its differing fields."""
         if outcome is Outcome.DUPLICATE_WITH_DIFFERENT_CONTENT and event is not None and self._attempt_on is not None:
             fields.setdefault("differing_fields", self._attempt_on.other_content.pop(event.message_id, []))
-        counter = self._outcome_counters.get((event_type, outcome))
-        if counter is None:
-            counter = metrics.OUTCOMES.labels(
-                self.config.consumer_name, event_type, outcome.value, self.config.strategy.value
-            )
-            self._outcome_counters[(event_type, outcome)] = counter
-        counter.inc()
-        kafka_key = fields.pop("kafka_key", None)
-        position = self.positions.get(id(event)) if event is not None else None
-        if position is not None:
-            fields = {"topic": position[0], "partition": position[1], "offset": position[2], **fields}
-        told = {
-            "consumer": self.config.consumer_name,
-            "strategy": self.config.strategy.value,
-            "message_id": event.message_id if event else fields.get("message_id"),
-            "key": event.key if event else kafka_key,
-            "event_type": event_type,
-            "outcome": outcome.value,
-            **fields,
-        }
-        if self._told is not None:
-            self._told.append(told)
-        else:
-            self.telemetry.emit("delivery", **told)
-        level = logging.INFO if outcome in (Outcome.APPLIED, Outcome.DUPLICATE) else logging.WARNING
-        if log.isEnabledFor(level):
-            log.log(
-                level,
-                "%s %s",
-                outcome.value,
-                event_type,
-                extra={
-                    "consumer": self.config.consumer_name,
-                    "strategy": self.config.strategy.value,
-                    "message_id": event.message_id if event else None,
-                    "event_type": event_type,
-                    "trace_id": event.trace_id if event else None,
-                    "outcome": outcome.value,
-                    **fields,
-                },
-            )
+        self.recorder.record(event, outcome, **fields)
 
     def _record_failed_attempt(self, event: Envelope, error: BaseException) -> None:
         metrics.ROLLBACKS.labels(self.config.consumer_name).inc()

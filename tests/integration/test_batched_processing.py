@@ -106,7 +106,7 @@ def test_a_batch_is_told_as_one_telemetry_record_and_a_single_message_as_its_own
 ) -> None:
     processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
     told = _Told()
-    processor.telemetry = told
+    processor.recorder.telemetry = told
     events = [entry(f"order-{n}") for n in range(5)]
     processor.process_batch([*events, events[0]])
     ((kind, fields),) = told.records
