@@ -21,7 +21,7 @@ START, END = "<!-- make bench: headline figures -->", "<!-- /make bench -->"
 HEADLINE = (
     ("consumer", "correct"),
     ("consumer", "batched 100"),
-    ("consumer", "redeliveries found ahead"),
+    ("consumer", "duplicate path"),
     ("relay", "throughput"),
     ("relay", "latency p99"),
     ("saga", "order latency p99"),
