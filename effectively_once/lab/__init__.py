@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from functools import partial
 
 import psycopg
 
 from ..consumer.loop import ConsumerLoop
 from ..consumer.processor import PATHS as CORRECT_ONLY
-from ..consumer.processor import Path
+from ..consumer.processor import MessageProcessor, Path
 from ..consumer.wiring import ConsumerSettings, MemberHooks
 from ..outcomes import Strategy
 from ..telemetry import Telemetry
@@ -47,29 +48,34 @@ class LabAttachment:
         self.consumer_name, self.settings, self.telemetry = consumer_name, settings, telemetry
         self.paths = dict(paths)
         """The paths the process was given: what a switch may choose."""
-        self.strategy = settings.CONSUMER_STRATEGY
 
     def starting_strategy(self, configured: Strategy) -> Strategy:
         """The strategy stored by a run-time switch, else `configured` (also when the store cannot be read)."""
         try:
             with psycopg.connect(self.settings.DATABASE_URL, connect_timeout=5, autocommit=True) as connection:
-                self.strategy = strategy_store.load(connection, self.consumer_name) or configured
+                return strategy_store.load(connection, self.consumer_name) or configured
         except psycopg.Error as error:
             log.warning("could not read the stored strategy (%s); starting with %s", error, configured.value)
-            self.strategy = configured
-        return self.strategy
+            return configured
 
     def member(self) -> LabControls:
-        """A new member's controls, starting under the process's strategy."""
-        return LabControls(self.consumer_name, self.telemetry, self.strategy)
+        """A new member's controls."""
+        return LabControls(self.consumer_name, self.telemetry)
 
     def runtime(self, members: Sequence[tuple[ConsumerLoop, MemberHooks]]) -> LabProcess:
-        """The members as the control endpoint serves them (strategy, rewind, hold, horizon)."""
+        """The members as the control endpoint serves them (strategy, rewind, hold, horizon);
+        each member's controls read its strategy from its processor from now on."""
         controls = [(loop, hooks) for loop, hooks in members if isinstance(hooks, LabControls)]
+        for loop, hooks in controls:
+            hooks.strategy_of = partial(_strategy_of, loop.processor)
         configured = timedelta(days=self.settings.DEDUP_HORIZON_DAYS)
         return LabProcess(
             self.consumer_name, controls, self.settings.DATABASE_URL, self.telemetry, configured, self.paths
         )
+
+
+def _strategy_of(processor: MessageProcessor) -> Strategy:
+    return processor.config.strategy
 
 
 def attach(

@@ -36,10 +36,11 @@ Partitions = list[dict[str, Any]]
 class LabControls:
     """One group member's rewinds and holds, served between its polls."""
 
-    def __init__(self, name: str, telemetry: Telemetry, strategy: Strategy = Strategy.CORRECT) -> None:
+    def __init__(self, name: str, telemetry: Telemetry) -> None:
         self.name, self.telemetry = name, telemetry
-        self.strategy = strategy
-        """The member's strategy now: under ack-before-commit, `before_transaction` acknowledges first."""
+        self.strategy_of: Callable[[], Strategy] = lambda: Strategy.CORRECT
+        """The strategy the member runs now, read from its processor (LabAttachment.runtime ties
+        the two): under ack-before-commit, `before_transaction` acknowledges first."""
         self._rewinds: queue.Queue[tuple[int | None, Future[Partitions]]] = queue.Queue()
         self._hold_requests: queue.Queue[tuple[str, float, Future[Partitions]]] = queue.Queue()
         self._held: dict[str, float] = {}
@@ -68,7 +69,7 @@ class LabControls:
     def before_transaction(self, consumer: Consumer, messages: Sequence[Message]) -> None:
         """The ack-before-commit mistake, when the member runs it: the offsets are stored and
         committed before the transaction even begins, so a crash inside it loses the messages."""
-        if self.strategy is not Strategy.ACK_BEFORE_COMMIT:
+        if self.strategy_of() is not Strategy.ACK_BEFORE_COMMIT:
             return
         for message in messages:
             consumer.store_offsets(message=message)
@@ -180,10 +181,9 @@ class LabProcess:
         """Switch every member, and store the choice so a restart keeps it."""
         chosen = Strategy(strategy)
         path_for(chosen, self._paths)  # refused unless the process was given the path
-        for loop, controls in self.members:
+        for loop, _ in self.members:
             for processor in loop.processors:  # every worker's, each on a path of its own
                 processor.run_on(path_for(chosen, self._paths))
-            controls.strategy = chosen
         with psycopg.connect(self._database_url, connect_timeout=5, autocommit=True) as connection:
             strategy_store.save(connection, self.consumer_name, chosen)
         self._telemetry.emit("strategy", consumer=self.consumer_name, strategy=chosen.value)

@@ -5,6 +5,7 @@ lab plugs into its hook. (tests/integration runs the loop against real Kafka.)""
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 
 import psycopg
 from hypothesis import given, settings
@@ -44,6 +45,10 @@ def _processor(script: dict[str, list[Step]], batches: bool = True) -> MessagePr
         sleep=no_sleep,
         path=path,
     )
+
+
+def _running(strategy: Strategy) -> Strategy:
+    return strategy
 
 
 def _loop(
@@ -149,8 +154,9 @@ def test_a_rewind_seeks_back_to_the_first_message_not_acknowledged_on_each_parti
 def test_the_ack_first_mistake_commits_the_offset_before_the_transaction_and_loses_what_failed() -> None:
     messages, script, _ = _poll([(0, "k1", "gone")])
     for strategy, committed in ((Strategy.CORRECT, {}), (Strategy.ACK_BEFORE_COMMIT, {(TOPIC, 0): 1})):
-        lab = LabControls("fake-v1", NoTelemetry(), strategy)
+        lab = LabControls("fake-v1", NoTelemetry())
         loop, _ = _loop(script, lab=lab)
+        lab.strategy_of = partial(_running, strategy)  # as LabAttachment.runtime ties it to the processor
         loop.handle(messages)  # type: ignore[arg-type]
         client: FakeKafkaConsumer = loop._consumer  # type: ignore[assignment]
         assert client.committed == committed, strategy
