@@ -83,8 +83,7 @@ def start(settings: ProcessSettings, default_name: str, instance_id: str | None 
     points armed from EO_FAULTS that tell each firing."""
     logs.configure(getattr(logging, settings.LOG_LEVEL))
     name = settings.EO_PROCESS_NAME or default_name
-    topic = settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else ""
-    telemetry = connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, instance_id, topic, settings.EO_RUN_ID)
+    telemetry = _telemetry(settings, name, instance_id)
     faults = FaultPoints()
     faults.on_fire = report_faults(telemetry)
     if settings.EO_FAULTS:
@@ -104,13 +103,16 @@ def serve(started: Started, settings: ProcessSettings, **controls: Any) -> WSGIS
 def announce_start(settings: ProcessSettings, default_name: str) -> None:
     """For processes without a runtime of their own (the HTTP services): tell one `started`
     record, so their restarts are counted too."""
+    if settings.KAFKA_BOOTSTRAP_SERVERS and settings.TELEMETRY_TOPIC:
+        telemetry = _telemetry(settings, settings.EO_PROCESS_NAME or default_name, None)
+        telemetry.emit("started")
+        telemetry.flush(5)
+
+
+def _telemetry(settings: ProcessSettings, name: str, instance_id: str | None) -> Telemetry:
+    """The process's telemetry: to TELEMETRY_TOPIC when a Kafka cluster is named, else none."""
     topic = settings.TELEMETRY_TOPIC if settings.KAFKA_BOOTSTRAP_SERVERS else ""
-    if not topic:
-        return
-    name = settings.EO_PROCESS_NAME or default_name
-    telemetry = connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, None, topic, settings.EO_RUN_ID)
-    telemetry.emit("started")
-    telemetry.flush(5)
+    return connect_telemetry(settings.KAFKA_BOOTSTRAP_SERVERS, name, instance_id, topic, settings.EO_RUN_ID)
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:
