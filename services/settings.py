@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     POSTGRES_PORT: int = 25432
     """The port of the PostgreSQL cluster the launcher runs when DATABASE_URL is not set."""
     POSTGRES_PASSWORD: str = "postgres" + DEVELOPMENT_PASSWORD_SUFFIX
+    POSTGRES: Literal["single", "ha"] = "single"
+    """The PostgreSQL the launcher runs: one server (`single`), or a primary and a streaming standby
+    (`ha`: `make up POSTGRES=ha`), node n on POSTGRES_PORT + n - 1. Every process then connects
+    through both nodes' addresses with target_session_attrs=read-write, so it follows a promotion
+    without a restart (docs/postgres-failover.md)."""
+    POSTGRES_SYNC: Literal["on", "off"] = "on"
+    """With POSTGRES=ha: `on`, a commit returns once the standby has flushed it (nothing committed
+    is lost in a failover); `off`, the standby follows asynchronously (a failover can lose what
+    the primary had committed and the standby had not received)."""
 
     KAFKA_BOOTSTRAP_SERVERS: str | None = None
     """A Kafka cluster to use instead of the broker the launcher runs."""
@@ -164,6 +173,15 @@ class Settings(BaseSettings):
         return brokers
 
     @model_validator(mode="after")
+    def _refuse_logical_slots_on_a_standby_pair(self) -> Settings:
+        if self.POSTGRES == "ha" and self.RELAY == "debezium":
+            raise ValueError(
+                "RELAY=debezium reads logical replication slots, which PostgreSQL 15 does not carry over "
+                "to a promoted standby: run POSTGRES=ha with RELAY=builtin (docs/postgres-failover.md)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _refuse_overlapping_kafka_ports(self) -> Settings:
         ports = [port for pair in self.kafka_node_ports for port in pair]
         if len(set(ports)) != len(ports):
@@ -186,12 +204,20 @@ class Settings(BaseSettings):
         return not self.KAFKA_BOOTSTRAP_SERVERS
 
     @property
+    def postgres_node_ports(self) -> list[int]:
+        """The port of each PostgreSQL node the launcher runs, node 1 first."""
+        return [self.POSTGRES_PORT + n for n in range(2 if self.POSTGRES == "ha" else 1)]
+
+    @property
     def admin_database_url(self) -> str:
-        """The superuser URL used to create roles, databases and run migrations."""
+        """The superuser URL used to create roles, databases and run migrations: with POSTGRES=ha,
+        both nodes' addresses and target_session_attrs=read-write, which finds the primary."""
         if self.DATABASE_URL:
             return self.DATABASE_URL
         password = quote(self.POSTGRES_PASSWORD, safe="")
-        return f"postgresql://postgres:{password}@{self.POSTGRES_HOST}:{self.POSTGRES_PORT}/postgres"
+        hosts = ",".join(f"{self.POSTGRES_HOST}:{port}" for port in self.postgres_node_ports)
+        query = "?target_session_attrs=read-write" if self.POSTGRES == "ha" else ""
+        return f"postgresql://postgres:{password}@{hosts}/postgres{query}"
 
     @property
     def kafka_bootstrap_servers(self) -> str:
@@ -248,15 +274,24 @@ class Settings(BaseSettings):
 
 
 def with_credentials(url: str, user: str, password: str, dbname: str) -> str:
-    """`url` with its user, password and database replaced; host, port and query kept."""
+    """`url` with its user, password and database replaced; its hosts and ports (one or several,
+    as libpq's multi-host URLs list them) and its query kept."""
     parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    if ":" in host:  # an IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
-    if parts.port:
-        netloc += f":{parts.port}"
+    hosts = parts.netloc.rpartition("@")[2] or "127.0.0.1"
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{hosts}"
     return urlunsplit((parts.scheme, netloc, "/" + quote(dbname, safe=""), parts.query, ""))
+
+
+def database_hosts(url: str) -> list[tuple[str, int]]:
+    """(host, port) of each server a PostgreSQL URL names, in order; 5432 where none is given."""
+    listed = urlsplit(url).netloc.rpartition("@")[2]
+    found = []
+    for each in listed.split(",") if listed else ["127.0.0.1"]:
+        host, colon, port = each.rpartition(":")
+        if not colon or host.endswith(":") or (each.startswith("[") and not host.endswith("]")):
+            host, port = each, ""  # no port: a bare name, or an IPv6 literal alone
+        found.append((host.strip("[]") or "127.0.0.1", int(port) if port.isdigit() else 5432))
+    return found
 
 
 def redact(url: str) -> str:

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from string import Template
-from urllib.parse import urlsplit
 
 from effectively_once.kafka_client import KafkaPrincipal
 from services.kafka_access import CDC
-from services.settings import Settings
+from services.settings import Settings, database_hosts
 from services.topology import cdc_connector
 
 from ..wiring import outbox_databases
@@ -65,11 +64,11 @@ def render_worker(
 
 def render_connector(directory: Path, database_url: str, database_name: str, user: str, password: str) -> Path:
     """Render the outbox connector of `database_name`, on `database_url`'s server, into `directory`."""
-    server = urlsplit(database_url)
+    host, port = database_hosts(database_url)[0]
     rendered = Template(CONNECTOR_TEMPLATE.read_text()).substitute(
         DATABASE=database_name,
-        DB_HOST=server.hostname or "127.0.0.1",
-        DB_PORT=server.port or 5432,
+        DB_HOST=host,
+        DB_PORT=port,
         DB_USER=user,
         DB_PASSWORD=password,
     )

@@ -2,11 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from infra.launcher.kafka_broker import new_cluster_id
-from services.settings import Settings, redact, with_credentials
+from services.settings import Settings, database_hosts, redact, with_credentials
 from services.topology import database
 
 
@@ -18,6 +21,63 @@ def test_with_credentials_replaces_user_password_and_database_and_keeps_the_rest
         "orders",
     )
     assert url == "postgresql://orders_svc:p%40ss%3Aw%2Frd%25@db.example:5433/orders?sslmode=require"
+
+
+HOSTS = st.lists(
+    st.tuples(
+        st.one_of(
+            st.from_regex(r"[a-z][a-z0-9-]{0,20}(\.[a-z][a-z0-9-]{0,10}){0,2}", fullmatch=True),
+            st.ip_addresses(v=4).map(str),
+            st.ip_addresses(v=6).map(lambda address: f"[{address}]"),
+        ),
+        st.one_of(st.none(), st.integers(1, 65535)),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+TEXT = st.characters(exclude_characters="\x00", exclude_categories=["Cs"])
+"""What a libpq value may hold: anything but NUL."""
+
+
+@given(
+    HOSTS,
+    st.text(TEXT, min_size=1, max_size=20),
+    st.text(TEXT, max_size=20),
+    st.text(TEXT, min_size=1, max_size=20),
+    st.sampled_from(["", "?target_session_attrs=read-write", "?sslmode=require&target_session_attrs=read-write"]),
+)
+def test_with_credentials_keeps_every_host_and_port_of_a_multi_host_url(
+    hosts: list[tuple[str, int | None]], user: str, password: str, dbname: str, query: str
+) -> None:
+    """A POSTGRES=ha URL names both nodes: every service's URL must keep both, in order, or a
+    process would stop following the primary after a failover."""
+    listed = ",".join(host if port is None else f"{host}:{port}" for host, port in hosts)
+    url = with_credentials(f"postgresql://admin:secret@{listed}/postgres{query}", user, password, dbname)
+    expected = [(host.strip("[]"), 5432 if port is None else port) for host, port in hosts]
+    assert database_hosts(url) == expected
+    parsed = psycopg.conninfo.conninfo_to_dict(url)
+    assert (parsed["user"], parsed.get("password", ""), parsed["dbname"]) == (user, password, dbname)
+    assert str(parsed["host"]).split(",") == [host.strip("[]") for host, _ in hosts]
+    assert url.endswith(query)
+
+
+def test_the_pair_is_reached_through_both_nodes_and_only_a_read_write_one() -> None:
+    settings = Settings(DATABASE_URL=None, POSTGRES="ha", POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw")
+    assert settings.postgres_node_ports == [6000, 6001]
+    assert settings.admin_database_url == (
+        "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres?target_session_attrs=read-write"
+    )
+    assert settings.service_database_url(database("orders")) == (
+        f"postgresql://orders_svc:{settings.ORDERS_DB_PASSWORD}@127.0.0.1:6000,127.0.0.1:6001/orders"
+        "?target_session_attrs=read-write"
+    )
+
+
+def test_the_pair_refuses_the_relay_that_reads_logical_slots() -> None:
+    with pytest.raises(ValidationError, match="RELAY=builtin"):
+        Settings(POSTGRES="ha", RELAY="debezium")
 
 
 def test_redact_hides_only_the_password() -> None:
