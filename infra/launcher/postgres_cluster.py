@@ -1,7 +1,9 @@
 """A PostgreSQL cluster the project owns: Debian's server binaries, our own port and data directory.
 
 Used only when DATABASE_URL is not set. When the launcher runs as root, the server runs as the
-`postgres` system user, as PostgreSQL refuses to run as root.
+`postgres` system user, as PostgreSQL refuses to run as root. With POSTGRES=ha there are two nodes,
+each with a data directory of its own; infra/launcher/postgres_pair.py makes one the primary and
+the other its streaming standby.
 """
 
 from __future__ import annotations
@@ -89,28 +91,50 @@ def server_user() -> str | None:
     return "postgres"
 
 
-def _paths(settings: Settings) -> tuple[Path, Path]:
-    root = settings.EO_STATE_DIR / "postgres"
-    return root / "data", root / "run"
+def node_names(settings: Settings) -> list[str]:
+    """The supervised program of each node: `postgres`, or `postgres-1` and `postgres-2` with POSTGRES=ha."""
+    if settings.POSTGRES == "single":
+        return ["postgres"]
+    return [f"postgres-{node}" for node in range(1, len(settings.postgres_node_ports) + 1)]
 
 
-def _as_server_user(command: list[str], user: str | None) -> list[str]:
+def is_node_name(name: str) -> bool:
+    return name == "postgres" or (name.startswith("postgres-") and name[len("postgres-") :].isdigit())
+
+
+def data_dir(settings: Settings, node: int = 1) -> Path:
+    """Node `node`'s data directory; node 1's is the single server's, so POSTGRES=ha starts from
+    the data a single server left (as the primary)."""
+    return root_dir(settings) / ("data" if node == 1 else f"data-{node}")
+
+
+def root_dir(settings: Settings) -> Path:
+    return settings.EO_STATE_DIR / "postgres"
+
+
+def socket_dir(settings: Settings) -> Path:
+    """Where every node's unix socket is (each named by its port)."""
+    return root_dir(settings) / "run"
+
+
+def as_server_user(command: list[str], user: str | None) -> list[str]:
     return ["runuser", "-u", user, "--", *command] if user else command
 
 
-def _give_to(path: Path, user: str | None) -> None:
+def give_to(path: Path, user: str | None) -> None:
     if user:
         entry = pwd.getpwnam(user)
         os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
-def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], None]) -> None:
-    """Run initdb once: superuser `postgres` with POSTGRES_PASSWORD, scram on TCP."""
-    data, run = _paths(settings)
+def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], None], node: int = 1) -> None:
+    """Run initdb once, for node `node` (the primary): superuser `postgres` with
+    POSTGRES_PASSWORD, scram on TCP."""
+    data, run = data_dir(settings, node), socket_dir(settings)
     user = server_user()
     for directory in (data.parent, run):
         directory.mkdir(parents=True, exist_ok=True, mode=0o755)
-        _give_to(directory, user)
+        give_to(directory, user)
     if (data / "PG_VERSION").exists():
         return
     say("creating the project's PostgreSQL cluster (first run only)")
@@ -118,9 +142,9 @@ def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], No
         pwfile.write(settings.POSTGRES_PASSWORD + "\n")
     password_file = Path(pwfile.name)
     try:
-        _give_to(password_file, user)
+        give_to(password_file, user)
         result = subprocess.run(
-            _as_server_user(
+            as_server_user(
                 [
                     str(bindir / "initdb"),
                     "-D",
@@ -143,36 +167,61 @@ def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], No
         password_file.unlink(missing_ok=True)
     if result.returncode != 0:
         raise LaunchError(f"initdb failed:\n{result.stderr[-2000:]}", f"remove {data} and run `make up` again")
+    write_settings_into_configuration(data)
 
 
-def server_command(bindir: Path, settings: Settings) -> list[str]:
-    """The server in the foreground, for the supervisor."""
-    data, run = _paths(settings)
-    return [
+SERVER_SETTINGS = {
+    "max_connections": "300",
+    "shared_buffers": "256MB",
+    "log_min_messages": "warning",
+    # Logical decoding, for RELAY=debezium's connectors; set always, so that switching relays needs
+    # no restart of the cluster.
+    "wal_level": "logical",
+    "max_replication_slots": "16",
+    "max_wal_senders": "16",
+    # A standby answers read-only queries while it replays (the launcher asks it how far it is);
+    # target_session_attrs=read-write keeps every process's work on the primary.
+    "hot_standby": "on",
+    # A standby whose primary is gone retries its WAL source this often, and a promotion waits for
+    # that retry: PostgreSQL's 5 s default would make every failover 5 s longer.
+    "wal_retrieve_retry_interval": "200ms",
+}
+"""What every node runs with, besides its port, name and directories."""
+
+CONFIGURATION_BLOCK = "# effectively-once: the launcher's settings (infra/launcher/postgres_cluster.py)"
+
+
+def server_command(bindir: Path, settings: Settings, node: int = 1) -> list[str]:
+    """Node `node`'s server in the foreground, for the supervisor. Whether it runs as a primary or
+    a standby is its data directory's (a standby has standby.signal and primary_conninfo)."""
+    command = [
         str(bindir / "postgres"),
         "-D",
-        str(data),
+        str(data_dir(settings, node)),
         "-p",
-        str(settings.POSTGRES_PORT),
-        "-c",
-        f"listen_addresses={settings.POSTGRES_HOST}",
-        "-c",
-        f"unix_socket_directories={run}",
-        "-c",
-        "max_connections=300",
-        "-c",
-        "shared_buffers=256MB",
-        "-c",
-        "log_min_messages=warning",
-        # Logical decoding, for RELAY=debezium's connectors; set always, so that switching relays
-        # needs no restart of the cluster.
-        "-c",
-        "wal_level=logical",
-        "-c",
-        "max_replication_slots=16",
-        "-c",
-        "max_wal_senders=16",
+        str(settings.postgres_node_ports[node - 1]),
     ]
+    named = {
+        "cluster_name": f"node-{node}",
+        "listen_addresses": settings.POSTGRES_HOST,
+        "unix_socket_directories": str(socket_dir(settings)),
+        **SERVER_SETTINGS,
+    }
+    for name, value in named.items():
+        command += ["-c", f"{name}={value}"]
+    return command
+
+
+def write_settings_into_configuration(data: Path) -> None:
+    """Write SERVER_SETTINGS into `data`'s postgresql.conf too (once). The command line wins
+    either way, but a reload (POSTGRES=ha's replication settings) compares the file's values of
+    settings that need a restart with the running ones, and logs each that differs as an error."""
+    configuration = data / "postgresql.conf"
+    text = configuration.read_text()
+    if CONFIGURATION_BLOCK in text:
+        return
+    lines = [CONFIGURATION_BLOCK] + [f"{name} = '{value}'" for name, value in SERVER_SETTINGS.items()]
+    configuration.write_text(text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n")
 
 
 def wait_until_ready(url: str, timeout: float, still_starting: Callable[[], None] = lambda: None) -> None:

@@ -89,16 +89,20 @@ def control_urls(settings: Settings) -> dict[str, str]:
     return {instance.name: f"http://127.0.0.1:{instance.port}" for instance in background_instances(settings)}
 
 
-def postgres_program(settings: Settings, bindir: Path) -> Program:
-    return Program(
-        name=POSTGRES,
-        command=postgres_cluster.server_command(bindir, settings),
-        user=postgres_cluster.server_user(),
-        stop_signal="INT",  # PostgreSQL's fast shutdown
-        stop_wait_seconds=60,
-        ports=(settings.POSTGRES_PORT,),
-        priority=100,
-    )
+def postgres_programs(settings: Settings, bindir: Path) -> list[Program]:
+    """`postgres`, or with POSTGRES=ha `postgres-1` and `postgres-2` (either may be the primary)."""
+    return [
+        Program(
+            name=name,
+            command=postgres_cluster.server_command(bindir, settings, node),
+            user=postgres_cluster.server_user(),
+            stop_signal="INT",  # PostgreSQL's fast shutdown
+            stop_wait_seconds=60,
+            ports=(settings.postgres_node_ports[node - 1],),
+            priority=100,
+        )
+        for node, name in enumerate(postgres_cluster.node_names(settings), start=1)
+    ]
 
 
 def kafka_programs(settings: Settings, java: str, libs: Path) -> list[Program]:

@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -17,6 +18,7 @@ from infra.launcher import (
     kafka_connect,
     kafka_principals,
     postgres_cluster,
+    postgres_pair,
     processes,
     prometheus_server,
     provisioning,
@@ -84,6 +86,23 @@ def _refuse_another_kafka_topology(supervisor: Supervisor, settings: Settings) -
         )
 
 
+def _refuse_another_postgres_topology(supervisor: Supervisor, settings: Settings) -> None:
+    """A running system keeps its PostgreSQL nodes; a stopped one starts a single server only from
+    the node that was the primary."""
+    if supervisor.is_running():
+        running = {info["name"] for info in supervisor.all_info() if postgres_cluster.is_node_name(info["name"])}
+        if running and running != set(postgres_cluster.node_names(settings)):
+            raise LaunchError(
+                f"this system runs PostgreSQL as {', '.join(sorted(running))}, not POSTGRES={settings.POSTGRES}",
+                "`make down` first, then `make up POSTGRES=single` or `POSTGRES=ha`",
+            )
+    if settings.POSTGRES == "single" and postgres_pair.primary_node(settings) != 1:
+        raise LaunchError(
+            "node 1's data is a standby since a failover: the primary's data is node 2's",
+            "run `make up POSTGRES=ha` (or move node 2's data directory into node 1's place yourself)",
+        )
+
+
 def _refuse_another_relay(supervisor: Supervisor, settings: Settings) -> None:
     """A running system keeps its relay: RELAY changes on a stopped system only, because each
     switch has a step of its own (docs/debezium-relay.md#switching-relays)."""
@@ -104,6 +123,8 @@ def _refuse_another_relay(supervisor: Supervisor, settings: Settings) -> None:
 def _port_variable(program: Program, port: int) -> str:
     names = {
         processes.POSTGRES: "POSTGRES_PORT",
+        "postgres-1": "POSTGRES_PORT",
+        "postgres-2": "POSTGRES_PORT (node 2 listens on POSTGRES_PORT + 1)",
         processes.CHAOS_PANEL: "CHAOS_PANEL_PORT",
         processes.ORDERS_API: "ORDERS_API_PORT",
         processes.PAYMENT_PROVIDER: "PAYMENT_PROVIDER_PORT",
@@ -134,6 +155,16 @@ def _wait_healthy(supervisor: Supervisor, program: Program, timeout: float = 60)
     )
 
 
+def _start_postgres(bindir: Path, settings: Settings, supervisor: Supervisor, say: Say) -> None:
+    """The single server, or the primary and its streaming standby (POSTGRES=ha)."""
+    if settings.POSTGRES == "ha":
+        postgres_pair.start_pair(bindir, settings, supervisor, say, lambda name: _watch(supervisor, name))
+    else:
+        supervisor.start(processes.POSTGRES)
+    watch = _watch_all(supervisor, postgres_cluster.node_names(settings))
+    postgres_cluster.wait_until_ready(settings.admin_database_url, 60, watch)
+
+
 def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     """Bring the stack up (idempotent); return where PostgreSQL and Kafka answer.
 
@@ -150,7 +181,8 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     infrastructure: list[Program] = []
     if settings.uses_own_postgres:
         bindir = postgres_cluster.ensure_installed(say)
-        infrastructure.append(processes.postgres_program(settings, bindir))
+        _refuse_another_postgres_topology(supervisor, settings)
+        infrastructure.extend(processes.postgres_programs(settings, bindir))
     else:
         postgres_cluster.wait_until_ready(settings.admin_database_url, timeout=5)
     if settings.uses_own_kafka:
@@ -178,16 +210,17 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
                 require_free_port("127.0.0.1", port, program.name, _port_variable(program, port))
 
     if settings.uses_own_postgres:
-        postgres_cluster.ensure_initialised(bindir, settings, say)
+        postgres_cluster.ensure_initialised(bindir, settings, say, node=postgres_pair.primary_node(settings))
     if settings.uses_own_kafka:
         kafka_broker.ensure_formatted(java, libs, settings, say)
     supervisor.start_daemon(infrastructure + connect + all_platform)
     for program in infrastructure:
         say(f"{program.name} is running" if program.name in running else f"starting {program.name}")
-        supervisor.start(program.name)
-        if program.name == processes.POSTGRES:
-            postgres_cluster.wait_until_ready(settings.admin_database_url, 60, _watch(supervisor, program.name))
-    kafka_nodes = [program.name for program in infrastructure if program.name != processes.POSTGRES]
+    if settings.uses_own_postgres:
+        _start_postgres(bindir, settings, supervisor, say)
+    kafka_nodes = [program.name for program in infrastructure if not postgres_cluster.is_node_name(program.name)]
+    for name in kafka_nodes:
+        supervisor.start(name)
     watch_kafka = _watch_all(supervisor, kafka_nodes)
     if kafka_nodes:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, 90, watch_kafka, brokers=len(kafka_nodes))
