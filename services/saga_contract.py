@@ -39,6 +39,18 @@ TOPIC_OF = {
 """Each event type is published by one service, on that service's topic."""
 
 
+HANDLED_BY = {
+    "orders-saga-v1": frozenset(TOPIC_OF),
+    "inventory-reservation-v1": frozenset({ORDER_PLACED, PAYMENT_FAILED, PAYMENT_AUTHORIZED}),
+    "payment-authorization-v1": frozenset({INVENTORY_RESERVED}),
+    "notification-dispatch-v1": frozenset({PAYMENT_AUTHORIZED}),
+    "sales-projection-v1": frozenset({PAYMENT_AUTHORIZED}),
+}
+"""Consumer -> the event types it applies, each under a marker (it ignores the rest of its topics):
+what the auditor holds acknowledged messages against. The services' handlers say the same
+(tests/unit/test_saga_contract.py holds them together)."""
+
+
 def not_handled(handled: Iterable[str]) -> frozenset[str]:
     """The saga's event types a consumer with these handlers ignores (any other type is unknown)."""
     return frozenset(TOPIC_OF) - set(handled)
