@@ -33,7 +33,7 @@ COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
-.PHONY: help up down restart status logs broker test test-unit test-integration test-e2e browser lint typecheck bench load audit horizon dashboards soak lab inventory-node inventory-java \
+.PHONY: help up down restart status logs broker db test test-unit test-integration test-e2e browser lint typecheck bench load audit horizon dashboards soak lab inventory-node inventory-java \
         lock venv clean-state
 
 help: ## Show this help
@@ -160,6 +160,9 @@ soak: venv ## Orders under a chaos schedule, then the auditor (make soak DURATIO
 
 broker: venv ## The Kafka nodes and what each leads; make broker DO="kill-leader orders.events/0" | DO="freeze 2" | DO=restart-controller
 	@$(LAUNCHER) broker $(DO)
+
+db: venv ## The PostgreSQL pair (POSTGRES=ha); make db DO=failover | DO=detach-standby | DO=sync-off | DO=rewind (to before the first message a failover lost)
+	@$(LAUNCHER) db $(DO)
 
 load: venv ## Place COUNT orders at RATE per second (make load RATE=20 COUNT=300)
 	@$(PY) -m services.orders.load --rate $(RATE) --count $(COUNT)

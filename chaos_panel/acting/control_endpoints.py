@@ -236,6 +236,25 @@ class ControlPlane:
         body = self._call("POST", process, f"{self._url(process)}/rewind", json={"to": to}, timeout=40)
         return list(body.get("partitions", []))
 
+    def rewind_every_consumer(self, to: str) -> dict[str, list[dict[str, Any]]]:
+        """Rewind every consumer process (each replica too) to `to`: every group goes back, as the
+        recovery after a failover that lost work does. A process that does not answer is skipped
+        and named in the ControlError raised once the others are rewound (a process that is down
+        cannot say whether it consumes, so every one that is down is named)."""
+        states = self.states()
+        consumers = [state.name for state in states if state.consumer]
+        rewound: dict[str, list[dict[str, Any]]] = {}
+        refused = [f"{state.name} did not answer (a consumer or not)" for state in states if not state.up]
+        for process in consumers:
+            try:
+                rewound[process] = self.rewind(process, to)
+            except ControlError as error:
+                refused.append(f"{process}: {error}")
+        if refused or not consumers:
+            done = ", ".join(sorted(rewound)) or "none"
+            raise ControlError(f"rewound {done}; not rewound: {'; '.join(refused) or 'no consumer answers'}")
+        return rewound
+
     def hold(self, process: str, topic: str, seconds: float) -> list[dict[str, Any]]:
         body = self._call(
             "POST", process, f"{self._url(process)}/hold", json={"topic": topic, "seconds": seconds}, timeout=40

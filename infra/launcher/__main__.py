@@ -7,17 +7,33 @@ fix it, with exit status 2, never as a stack trace.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 
 from pydantic import ValidationError
 
-from infra.launcher import broker_chaos, kafka_broker, kafka_connect, kafka_principals, stack
+from auditor import kafka_side
+from auditor.dead_letters import read_dead_letters
+from auditor.invariants import database_reader
+from chaos_panel.acting.control_endpoints import ControlError, ControlPlane
+from infra.launcher import (
+    broker_chaos,
+    kafka_broker,
+    kafka_connect,
+    kafka_principals,
+    postgres_cluster,
+    postgres_pair,
+    processes,
+    stack,
+)
 from infra.launcher.errors import LaunchError
 from infra.launcher.provisioning import provision
 from services.kafka_access import ADMIN, OPERATOR, PRINCIPALS
 from services.settings import Settings
+from services.topology import database
 
 
 def _say(message: str) -> None:
@@ -97,6 +113,86 @@ def _broker(settings: Settings, arguments: argparse.Namespace) -> int:
     return 0
 
 
+REWIND_MARGIN = timedelta(seconds=30)
+"""How far before the first lost message `db rewind` goes back: replayed messages that survived are
+duplicates, which the markers absorb."""
+
+
+def _db(settings: Settings, arguments: argparse.Namespace) -> int:
+    """Show the PostgreSQL pair, or act on it: fail over, detach or attach the standby, switch the
+    replication mode, rewind every consumer to before the last failover."""
+    if arguments.action == "rewind":
+        return _rewind(settings, arguments.target, arguments.ghosts_too)
+    pair, supervisor = postgres_pair.running_pair(settings)
+    if arguments.action == "failover":
+        bindir = postgres_cluster.find_bindir()
+        if bindir is None:
+            raise LaunchError("no PostgreSQL server binaries found", "set PG_BINDIR")
+        print(postgres_pair.failover(bindir, pair, supervisor, _say).describe())
+    elif arguments.action == "detach-standby":
+        print(postgres_pair.detach_standby(pair))
+    elif arguments.action == "attach-standby":
+        print(postgres_pair.attach_standby(pair))
+    elif arguments.action in ("sync-on", "sync-off"):
+        postgres_pair.set_synchronous(pair, arguments.action == "sync-on")
+        print("commits wait for the standby" if arguments.action == "sync-on" else "the standby follows asynchronously")
+    else:
+        if postgres_pair.is_synchronous(pair):
+            print("  a primary and a synchronous standby (POSTGRES_SYNC=on now)")
+        else:
+            print("  a primary and an asynchronous standby (POSTGRES_SYNC=off now)")
+        for node in postgres_pair.nodes(pair, supervisor):
+            print(f"  {node.process:<11} {node.state:<8} {node.role:<8} port {node.port}  {node.replication}")
+        for failover in postgres_pair.failovers(pair):
+            print(f"  {failover.describe()}")
+    return 0
+
+
+def _rewind(settings: Settings, target: str, ghosts_too: bool) -> int:
+    """Rewind every consumer process to `target` (ISO 8601), or to before the first message a group
+    acknowledged and lost. Refused while a ghost order (a phantom OrderPlaced) lies after that
+    point, unless `ghosts_too`: a replay would reserve, charge and mail an order that is gone."""
+    with contextlib.suppress(LaunchError):  # one server: a rewind is the same
+        settings = postgres_pair.running_pair(settings)[0]
+    query = database_reader(lambda name: settings.auditor_database_url(database(name)))
+    bootstrap = settings.kafka_bootstrap_servers
+    side = kafka_side.check(query, bootstrap, read_dead_letters(bootstrap))
+    if target:
+        try:
+            to = datetime.fromisoformat(target.replace("Z", "+00:00"))
+        except ValueError as error:
+            raise LaunchError(f"{target!r} is not a time", "give one as 2026-12-06T10:00:00Z") from error
+        if to.tzinfo is None:
+            raise LaunchError(f"{target!r} has no time zone", "end it with Z (UTC) or an offset")
+    elif (earliest := side.earliest_lost()) is None:
+        print("Nothing a consumer acknowledged is lost: there is nothing to rewind for.")
+        return 0
+    else:
+        to = earliest - REWIND_MARGIN
+    ghosts = {p.event.order_id for p in side.phantoms if p.event.event_type == "OrderPlaced" and p.event.at >= to}
+    if ghosts and not ghosts_too:
+        raise LaunchError(
+            f"{len(ghosts)} order(s) placed after {to.isoformat()} are gone from the orders database while their "
+            f"OrderPlaced is in Kafka (ghosts: {', '.join(sorted(ghosts)[:5])}{' …' if len(ghosts) > 5 else ''}); "
+            "a rewind would reserve, charge and mail them with no order",
+            "settle them first (docs/postgres-failover.md#ghost-orders), or rewind with --ghosts-too",
+        )
+    control = ControlPlane(processes.control_urls(settings), "", "")
+    try:
+        rewound = control.rewind_every_consumer(to.astimezone(UTC).isoformat())
+    except ControlError as error:
+        raise LaunchError(str(error), "`make status` shows which process is down; start it and rewind again") from error
+    finally:
+        control.close()
+    for process, partitions in sorted(rewound.items()):
+        print(f"  {process:<24} {len(partitions)} partition(s) back to {to.astimezone(UTC).isoformat()}")
+    print(
+        f"Every consumer replays from there ({len(side.lost)} lost message(s) among what it replays): "
+        "what survived is a duplicate, what was lost is applied once."
+    )
+    return 0
+
+
 def _prepare(settings: Settings, _: argparse.Namespace) -> int:
     """Fetch and install what `up` needs (PostgreSQL, Kafka's jars, Prometheus), start nothing: one
     step before runs that start several systems at once."""
@@ -163,6 +259,21 @@ def main(argv: list[str] | None = None) -> int:
     broker.add_argument("target", nargs="?", default="", help="kill-leader: topic/partition; freeze: node number")
     broker.add_argument("--seconds", type=float, default=15, help="freeze: how long")
     broker.set_defaults(run=_broker)
+    db = commands.add_parser(
+        "db",
+        help="the PostgreSQL pair (POSTGRES=ha); or failover, detach-standby, attach-standby, sync-on, sync-off, "
+        "rewind [TIME]",
+    )
+    db.add_argument(
+        "action",
+        nargs="?",
+        choices=("show", "failover", "detach-standby", "attach-standby", "sync-on", "sync-off", "rewind"),
+    )
+    db.add_argument(
+        "target", nargs="?", default="", help="rewind: an ISO 8601 time (default: the last failover - 30 s)"
+    )
+    db.add_argument("--ghosts-too", action="store_true", help="rewind: replay ghost orders' events too")
+    db.set_defaults(run=_db)
     commands.add_parser("prepare", help="fetch and install what `up` needs; start nothing").set_defaults(run=_prepare)
     client_properties = commands.add_parser(
         "client-properties", help="a Kafka principal's client properties, for Kafka's tools' --command-config"

@@ -323,6 +323,22 @@ def start_pair(
     set_synchronous(settings, settings.POSTGRES_SYNC == "on")
 
 
+def running_pair(settings: Settings) -> tuple[Settings, Supervisor]:
+    """The settings of the pair that runs (POSTGRES=ha, whatever the environment says now) and its
+    supervisor; a LaunchError when no pair runs."""
+    if not settings.uses_own_postgres:
+        raise LaunchError(
+            "the PostgreSQL pair's faults act on the nodes the launcher runs; DATABASE_URL points elsewhere",
+            "unset DATABASE_URL, or fail your own servers over with your own tools",
+        )
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    running = {info["name"] for info in supervisor.all_info()} if supervisor.is_running() else set()
+    pair = settings.model_copy(update={"POSTGRES": "ha"})
+    if not set(postgres_cluster.node_names(pair)) <= running:
+        raise LaunchError("no PostgreSQL pair runs here", "`make up POSTGRES=ha` starts a primary and its standby")
+    return pair, supervisor
+
+
 # Breaking it --------------------------------------------------------------------------------
 
 

@@ -34,6 +34,10 @@ BROKER_CONTROL = "kafka-control"
 launcher runs the nodes; the panel's broker faults go through it."""
 BROKER_CONTROL_OFFSET = 9
 """Its port: CONTROL_PORT_BASE + 9, beside the background processes' (1 to 8)."""
+POSTGRES_CONTROL = "postgres-control"
+"""The PostgreSQL pair's control endpoint (infra/launcher/postgres_control.py): with POSTGRES=ha on
+the native path; the panel's failover goes through it."""
+POSTGRES_CONTROL_OFFSET = 10
 
 BACKGROUND = (
     # name, module and arguments, database, control port offset, group members (consumers only)
@@ -204,6 +208,39 @@ def broker_control_program(settings: Settings, run_id: str) -> Program:
     )
 
 
+def postgres_control_url(settings: Settings) -> str:
+    """The PostgreSQL pair's control endpoint; "" unless the launcher runs a pair."""
+    if not settings.uses_own_postgres or settings.POSTGRES != "ha":
+        return ""
+    return f"http://127.0.0.1:{settings.CONTROL_PORT_BASE + POSTGRES_CONTROL_OFFSET}"
+
+
+def postgres_control_program(settings: Settings, run_id: str) -> Program:
+    """It needs no Kafka: the pair's settings and the supervisor's state directory only."""
+    port = settings.CONTROL_PORT_BASE + POSTGRES_CONTROL_OFFSET
+    return Program(
+        name=POSTGRES_CONTROL,
+        command=[sys.executable, "-m", "infra.launcher.postgres_control"],
+        environment={
+            "EO_ENV": settings.EO_ENV,
+            "EO_PROCESS_NAME": POSTGRES_CONTROL,
+            **({"EO_RUN_ID": run_id} if run_id else {}),
+            **({"ALLOWED_HOSTS": settings.ALLOWED_HOSTS} if settings.ALLOWED_HOSTS else {}),
+            **({"PG_BINDIR": settings.PG_BINDIR} if settings.PG_BINDIR else {}),
+            "PYTHONPATH": str(PROJECT_ROOT),
+            "PYTHONUNBUFFERED": "1",
+            "EO_STATE_DIR": str(settings.EO_STATE_DIR),
+            "POSTGRES": settings.POSTGRES,
+            "POSTGRES_HOST": settings.POSTGRES_HOST,
+            "POSTGRES_PORT": str(settings.POSTGRES_PORT),
+            "POSTGRES_PASSWORD": settings.POSTGRES_PASSWORD,
+            "CONTROL_PORT": str(port),
+        },
+        ports=(port,),
+        health_url=f"http://127.0.0.1:{port}/healthz",
+    )
+
+
 def scrape_targets(settings: Settings) -> dict[str, str]:
     """Process name -> host:port of its /metrics, for Prometheus."""
     return {
@@ -242,6 +279,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
     )
     panel_token = {"CHAOS_PANEL_TOKEN": settings.CHAOS_PANEL_TOKEN} if settings.CHAOS_PANEL_TOKEN else {}
     broker_control = {"BROKER_CONTROL_URL": broker_control_url(settings)} if settings.uses_own_kafka else {}
+    postgres_control = {"POSTGRES_CONTROL_URL": url} if (url := postgres_control_url(settings)) else {}
     connect = (
         {"KAFKA_CONNECT_URL": f"http://127.0.0.1:{settings.KAFKA_CONNECT_PORT}"} if settings.RELAY == "debezium" else {}
     )
@@ -262,6 +300,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 "PROMETHEUS_URL": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}",
                 **panel_token,
                 **broker_control,
+                **postgres_control,
                 **connect,
             },
             ports=(settings.CHAOS_PANEL_PORT,),
@@ -349,5 +388,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
         )
     if settings.uses_own_kafka:
         programs.append(broker_control_program(settings, run_id))
+    if postgres_control_url(settings):
+        programs.append(postgres_control_program(settings, run_id))
     programs.append(prometheus_program(settings))
     return programs
