@@ -9,6 +9,7 @@ from datetime import timedelta
 from auditor.invariants import Query, Verdict, audit, database_reader
 from chaos_panel.acting.broker_faults import BrokerFaults
 from chaos_panel.acting.control_endpoints import ControlPlane, ProcessState
+from chaos_panel.acting.database_faults import DatabaseFaults
 from chaos_panel.acting.injector import Injector
 from chaos_panel.acting.lab_runs import LabRuns
 from chaos_panel.acting.load_runner import LoadRunner
@@ -32,6 +33,7 @@ class Panel:
     store: TelemetryStore
     query: Query
     brokers: BrokerFaults
+    databases: DatabaseFaults
     horizons: SafeHorizons
     cdc: CdcRelay
     labs: LabRuns
@@ -69,6 +71,7 @@ class Panel:
         self.loads.stop()
         self.control.close()
         self.brokers.close()
+        self.databases.close()
         self.cdc.close()
 
 
@@ -104,6 +107,7 @@ def build_panel(settings: PanelSettings) -> Panel:
         store=store,
         query=query,
         brokers=BrokerFaults(settings.BROKER_CONTROL_URL),
+        databases=DatabaseFaults(settings.POSTGRES_CONTROL_URL),
         horizons=SafeHorizons(settings.KAFKA_BOOTSTRAP_SERVERS, retentions),
         cdc=CdcRelay(settings.KAFKA_CONNECT_URL, query),
         labs=LabRuns(lambda: PanelClient(own_url, guard.token or None)),

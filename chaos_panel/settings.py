@@ -29,6 +29,8 @@ class PanelSettings(ProcessSettings):
     """The sandboxes' admin password: the panel changes their faults with it."""
     BROKER_CONTROL_URL: str = ""
     """The Kafka nodes' control endpoint (native path): the broker faults go through it."""
+    POSTGRES_CONTROL_URL: str = ""
+    """The PostgreSQL pair's control endpoint (native path, POSTGRES=ha): failovers go through it."""
     KAFKA_CONNECT_URL: str = ""
     """Kafka Connect's REST API under RELAY=debezium: the panel shows each slot and pauses or resumes
     each connector through it. Empty under the built-in relay."""

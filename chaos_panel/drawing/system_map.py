@@ -70,6 +70,10 @@ class Readings:
     """green, red, or unknown (the auditor could not answer)."""
     anomalies: int = 0
     relay: str = "builtin"
+    postgres: list[dict[str, Any]] = field(default_factory=list)
+    """POSTGRES=ha: each node as the pair's control endpoint tells it (node, role, replication);
+    empty with one server."""
+    synchronous: bool | None = None
 
 
 LINE_TOP, LINE_STEP, PADDING, BOTTOM = 46, 18, 12, 6
@@ -233,6 +237,21 @@ def _consumer_box(consumer: str, y: int, readings: Readings) -> Box:
     return _process_box(box, reading)
 
 
+def _postgres_box(readings: Readings) -> Box:
+    """The pair every database lives on: which node is the primary, and how the standby follows."""
+    mode = "?" if readings.synchronous is None else ("synchronous" if readings.synchronous else "asynchronous")
+    box = Box("postgres", "database", 20, 190, 190, 140, "PostgreSQL pair", [Line(f"{mode} standby", "muted")])
+    for node in sorted(readings.postgres, key=lambda node: node.get("role") != "primary"):
+        role = str(node.get("role", "unknown"))
+        tone = {"primary": "applied", "standby": "muted"}.get(role, "bad")
+        box.lines.append(Line(f"node {node.get('node')}: {role}", tone))
+        if role == "standby":
+            following = str(node.get("replication", ""))
+            box.lines.append(Line(following, "warn" if following.startswith("detached") else "muted"))
+    box.state = "up" if any(node.get("role") == "primary" for node in readings.postgres) else "down"
+    return box
+
+
 def build(readings: Readings) -> SystemMap:
     """The boxes and arrows for `readings`."""
     boxes: list[Box] = []
@@ -344,6 +363,8 @@ def build(readings: Readings) -> SystemMap:
     )
     auditor.lines.append(Line("reads every database", "muted"))
     boxes.append(auditor)
+    if readings.postgres:
+        boxes.append(_postgres_box(readings))
     return SystemMap([box.fitted() for box in boxes], arrows)
 
 

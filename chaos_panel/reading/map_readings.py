@@ -76,11 +76,14 @@ def read(panel: Panel) -> Readings:
     except Exception:  # a database away or not configured: the map still draws, its verdict unknown
         verdict_word, anomalies = "unknown", 0
     figures = _from_prometheus(panel.settings.PROMETHEUS_URL) if panel.settings.PROMETHEUS_URL else {}
+    pair = panel.databases.nodes() if panel.databases.available else {}
     return Readings(
         processes=processes,
         parked=dict(parked),
         verdict=verdict_word,
         anomalies=anomalies,
         relay=panel.cdc.relay,
+        postgres=list(pair.get("nodes", [])),
+        synchronous=pair.get("synchronous"),
         **figures,
     )

@@ -8,6 +8,7 @@ or a one-line HTML notice when htmx asks (the pages show it in place).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from html import escape
 from typing import Any
 from urllib.parse import quote
@@ -341,6 +342,48 @@ def freeze(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 @action("/brokers/restart-controller")
 def restart_controller(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return panel.brokers.restart_controller(), {}
+
+
+@action("/databases/failover")
+def failover(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """SIGKILL the primary, promote the standby, rebuild the old primary as its standby."""
+    return f"{panel.databases.failover()}: watch every process find the new primary, then the auditor", {}
+
+
+@action("/databases/detach-standby")
+def detach_standby(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Stop the standby's WAL receiver: with an asynchronous standby, commits go on without it."""
+    return panel.databases.detach_standby(), {}
+
+
+@action("/databases/attach-standby")
+def attach_standby(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return panel.databases.attach_standby(), {}
+
+
+@action("/databases/sync")
+def synchronous(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Commits wait for the standby (`on`), or not (`off`)."""
+    on = _text(body, "mode")
+    if on not in ("on", "off"):
+        raise BadInput("mode must be on or off")
+    return panel.databases.set_synchronous(on == "on"), {}
+
+
+@action("/rewind-all")
+def rewind_all(panel: Panel, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Rewind every consumer process to one time (ISO 8601, with its zone): the recovery after a
+    failover lost acknowledged work. The markers make what survived a duplicate."""
+    to = _text(body, "to")
+    try:
+        when = datetime.fromisoformat(to.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise BadInput("to must be an ISO 8601 time, such as 2026-12-06T10:00:00Z") from error
+    if when.tzinfo is None:
+        raise BadInput("to must carry its time zone (Z or an offset)")
+    rewound = panel.control.rewind_every_consumer(when.isoformat())
+    partitions = sum(len(each) for each in rewound.values())
+    return f"{len(rewound)} consumer process(es) rewound, {partitions} partition(s), to {to}", {"rewound": rewound}
 
 
 @action("/connector")

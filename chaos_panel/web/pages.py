@@ -200,6 +200,7 @@ def chaos(request: Request, panel: PanelDep) -> Response:
         sandboxes={name: _sandbox(panel, name) for name in panel.control.sandboxes},
         partitions=[f"{topic}/{n}" for topic in EVENT_TOPICS for n in range(TOPIC_PARTITIONS)],
         brokers_available=panel.brokers.available,
+        databases_available=panel.databases.available,
         cdc_available=panel.cdc.available,
     )
 
@@ -285,6 +286,11 @@ def processes(request: Request, panel: PanelDep) -> Response:
 @router.get("/fragments/brokers", response_class=HTMLResponse)
 def brokers(request: Request, panel: PanelDep) -> Response:
     return render(panel, request, "fragments/brokers.html", cluster=panel.brokers.nodes())
+
+
+@router.get("/fragments/databases", response_class=HTMLResponse)
+def databases(request: Request, panel: PanelDep) -> Response:
+    return render(panel, request, "fragments/databases.html", pair=panel.databases.nodes())
 
 
 @router.get("/fragments/slots", response_class=HTMLResponse)

@@ -9,7 +9,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
-from auditor.dead_letters import DeadLetter
+from auditor import kafka_side
+from auditor.dead_letters import DeadLetter, read_dead_letters
 from auditor.invariants import Anomaly, Parked
 from chaos_panel.acting.control_endpoints import ControlError
 from chaos_panel.domain import proof
@@ -110,6 +111,50 @@ def slots(panel: PanelDep) -> dict[str, Any]:
 def brokers(panel: PanelDep) -> dict[str, Any]:
     """The Kafka nodes: state, active controller, frozen, what each leads."""
     return panel.brokers.nodes()
+
+
+@router.get("/databases")
+def databases(panel: PanelDep) -> dict[str, Any]:
+    """The PostgreSQL pair's nodes (POSTGRES=ha): each one's role and replication, the replication
+    mode and every failover; {"error": …} with one server."""
+    return panel.databases.nodes()
+
+
+@router.get("/kafka-side")
+def kafka_side_now(panel: PanelDep) -> dict[str, Any]:
+    """What Kafka holds against the databases (auditor/kafka_side.py): messages a group acknowledged
+    whose marker is gone (lost), events whose outbox row is gone (phantoms), each order's ghosts."""
+    bootstrap = panel.settings.KAFKA_BOOTSTRAP_SERVERS
+    side = kafka_side.check(panel.query, bootstrap, read_dead_letters(bootstrap))
+    return {
+        "clean": side.clean,
+        "acknowledged": side.acknowledged,
+        "published": side.published,
+        "lost": [
+            {
+                "consumer": x.consumer,
+                "order_id": x.event.order_id,
+                "event_type": x.event.event_type,
+                "message_id": x.event.message_id,
+                "location": x.event.location,
+                "at": x.event.at.isoformat(),
+            }
+            for x in side.lost
+        ],
+        "phantoms": [
+            {
+                "service": x.service,
+                "order_id": x.event.order_id,
+                "event_type": x.event.event_type,
+                "message_id": x.event.message_id,
+                "location": x.event.location,
+                "what_to_do": x.what_to_do,
+            }
+            for x in side.phantoms
+        ],
+        "ghost_orders": side.ghost_orders,
+        "report": list(kafka_side.report(side)),
+    }
 
 
 @router.get("/state")
