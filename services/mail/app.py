@@ -84,7 +84,12 @@ class MailFaults(BaseModel):
 
 def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
     pool = AsyncConnectionPool(
-        database_url, min_size=1, max_size=5, open=False, kwargs={"connect_timeout": 5, "autocommit": True}
+        database_url,
+        min_size=1,
+        max_size=5,
+        open=False,
+        kwargs={"connect_timeout": 5, "autocommit": True},
+        check=AsyncConnectionPool.check_connection,  # a connection a failover dropped is replaced, not used
     )
     faults = {"current": MailFaults()}
 

@@ -111,7 +111,16 @@ def request_hash(order: OrderIn) -> str:
 
 def create_app(database_url: str) -> FastAPI:
     """The API on a pool of connections to the orders database (opened at start-up)."""
-    pool = ConnectionPool(database_url, min_size=1, max_size=8, open=False, kwargs={"connect_timeout": 5})
+    # Each connection is checked as it is taken: one the server dropped (a failover, a restart) is
+    # replaced before a request uses it, instead of failing that request with a 503.
+    pool = ConnectionPool(
+        database_url,
+        min_size=1,
+        max_size=8,
+        open=False,
+        kwargs={"connect_timeout": 5},
+        check=ConnectionPool.check_connection,
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
