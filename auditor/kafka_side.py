@@ -129,6 +129,16 @@ class KafkaSide:
     def clean(self) -> bool:
         return not self.lost and not self.phantoms
 
+    def of_orders(self, order_ids: Iterable[str]) -> KafkaSide:
+        """Only what concerns these orders (a soak's, on a system that may hold others)."""
+        mine = set(order_ids)
+        return KafkaSide(
+            lost=[x for x in self.lost if x.event.order_id in mine],
+            phantoms=[x for x in self.phantoms if x.event.order_id in mine],
+            acknowledged=self.acknowledged,
+            published=self.published,
+        )
+
     @property
     def ghost_orders(self) -> list[str]:
         """Orders whose OrderPlaced is a phantom: the customer was told the order was placed, and

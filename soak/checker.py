@@ -1,12 +1,15 @@
 """An independent checker of a soak's history (soak/history.py): it reads only the history's lines
 and shares no code with the auditor, so the two are two readings of one run that must agree.
 
-It names four kinds of anomaly, each with the order and the history lines that prove it:
+It names five kinds of anomaly, each with the order and the history lines that prove it:
 
 - **lost**: an accepted order that never ended; an event left in its outbox; an event with no
   reaction downstream (an OrderPlaced that inventory never decided, an InventoryReserved that
   payment never decided, a PaymentAuthorized with no notification or no projection row); a
-  consumer's marker without its effect (the claim committed, the change it stands for absent);
+  consumer's marker without its effect (the claim committed, the change it stands for absent); a
+  record a consumer group acknowledged (its committed offset is past it) with no claim of it by
+  that consumer and no dead letter: the databases lost it after Kafka was told (a failover to an
+  asynchronous standby);
 - **duplicated**: a reaction or an effect that happened more than once for one order (decisions,
   releases, charges, emails, notifications, projection rows), and a business fact announced twice
   (two events of one type for one order from one service);
@@ -15,7 +18,9 @@ It names four kinds of anomaly, each with the order and the history lines that p
   from different services travel on different topics, which Kafka does not order between them:
   the saga tolerates those arriving either way, so they are not compared;
 - **missing compensation**: a PaymentFailed with no InventoryReleased for its order, or a
-  rejected or cancelled order that was charged or mailed.
+  rejected or cancelled order that was charged or mailed;
+- **phantom**: an event record in Kafka whose outbox no longer holds it, nor another event of its
+  type for its order: a fact told to the world that the service that decided it does not have.
 
 `python -m soak.checker artifacts/soak/history.jsonl` prints them and exits 1 if there is any.
 """
@@ -35,6 +40,7 @@ LOST = "lost"
 DUPLICATED = "duplicated"
 OUT_OF_ORDER = "out of order"
 MISSING_COMPENSATION = "missing compensation"
+PHANTOM = "phantom"
 
 TERMINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
 
@@ -53,6 +59,24 @@ MARKED_EFFECTS = {
 }
 SAGA = "orders-saga-v1"
 """Its effect of any event: a line of the order's history for that event type."""
+APPLIES = {
+    SAGA: None,  # every type of the four topics
+    "inventory-reservation-v1": {"OrderPlaced", "PaymentFailed", "PaymentAuthorized"},
+    "payment-authorization-v1": {"InventoryReserved"},
+    "notification-dispatch-v1": {"PaymentAuthorized"},
+    "sales-projection-v1": {"PaymentAuthorized"},
+}
+"""Consumer -> the event types it applies under a marker (None: all it reads); the rest it ignores."""
+READS = {
+    SAGA: {"orders.events", "inventory.events", "payment.events", "notification.events"},
+    "inventory-reservation-v1": {"orders.events", "payment.events"},
+    "payment-authorization-v1": {"inventory.events"},
+    "notification-dispatch-v1": {"payment.events"},
+    "sales-projection-v1": {"payment.events"},
+}
+WRITES = {"orders.events": "orders", "inventory.events": "inventory", "payment.events": "payment"}
+WRITES["notification.events"] = "notification"
+"""Topic -> the service whose outbox its events come from."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +114,10 @@ class _Read:
     events_of: dict[tuple[str, str], list[int]] = field(default_factory=lambda: defaultdict(list))
     """(order, event type) -> lines."""
     claims: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    published: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    acknowledged: dict[tuple[str, str, int], tuple[int, int]] = field(default_factory=dict)
+    """(consumer, topic, partition) -> (line, committed offset)."""
+    dead_letters: set[tuple[str, str]] = field(default_factory=set)
     effects: dict[tuple[str, str], list[tuple[int, str]]] = field(default_factory=lambda: defaultdict(list))
     """(ledger, order) -> (line, status)."""
 
@@ -107,6 +135,12 @@ def _index(records: Iterable[dict[str, Any]]) -> _Read:
             read.claims.append((number, record))
         elif kind == "effect":
             read.effects[(record["ledger"], record["order_id"])].append((number, str(record.get("status"))))
+        elif kind == "published":
+            read.published.append((number, record))
+        elif kind == "acknowledged":
+            read.acknowledged[(record["consumer"], record["topic"], record["partition"])] = (number, record["offset"])
+        elif kind == "dead_letter":
+            read.dead_letters.add((record["consumer"], record["message_id"]))
     return read
 
 
@@ -217,6 +251,31 @@ def _compensations(read: _Read, found: list[Anomaly]) -> None:
                 found.append(Anomaly(MISSING_COMPENSATION, order_id, f"{status[0][1]} and yet a {effect}", proof))
 
 
+def _acknowledged_without_claim(read: _Read, found: list[Anomaly]) -> None:
+    claimed = {(claim["consumer"], claim["message_id"]) for _, claim in read.claims}
+    for line, record in read.published:
+        for consumer, topics in READS.items():
+            types = APPLIES[consumer]
+            if record["topic"] not in topics or (types is not None and record["event_type"] not in types):
+                continue
+            committed = read.acknowledged.get((consumer, record["topic"], record["partition"]))
+            if committed is None or record["offset"] >= committed[1]:
+                continue
+            if (consumer, record["message_id"]) in claimed | read.dead_letters:
+                continue
+            reason = f"{consumer} acknowledged {record['event_type']} {record['message_id']} and has no claim of it"
+            found.append(Anomaly(LOST, record["key"], reason, (line, committed[0])))
+
+
+def _phantoms(read: _Read, found: list[Anomaly]) -> None:
+    for line, record in read.published:
+        if record["message_id"] in read.events or (record["key"], record["event_type"]) in read.events_of:
+            continue
+        service = WRITES.get(record["topic"], "?")
+        reason = f"{record['event_type']} {record['message_id']} is in Kafka and not in the {service} outbox"
+        found.append(Anomaly(PHANTOM, record["key"], reason, (line,)))
+
+
 def check(records: Iterable[dict[str, Any]]) -> Findings:
     read = _index(records)
     found: list[Anomaly] = []
@@ -228,6 +287,8 @@ def check(records: Iterable[dict[str, Any]]) -> Findings:
         _ledgers_once,
         _order_of_claims,
         _compensations,
+        _acknowledged_without_claim,
+        _phantoms,
     )
     for rule in rules:
         rule(read, found)

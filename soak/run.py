@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from auditor import kafka_side
+from auditor.dead_letters import read_dead_letters
 from auditor.invariants import Anomaly, Query, Verdict, audit, database_reader
 from chaos_panel.acting.control_endpoints import ControlError, ControlPlane
 from chaos_panel.acting.injector import InjectionError, Injector
 from chaos_panel.reading import records
 from chaos_panel.reading.telemetry_store import read_telemetry
-from infra.launcher import broker_chaos, processes
+from infra.launcher import broker_chaos, postgres_cluster, postgres_pair, processes
 from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
 from services.orders.load import LoadResult, place_orders
@@ -57,23 +59,23 @@ class Report:
     def anomalies(self) -> list[Anomaly]:
         return [a for a in self.verdict.anomalies if a not in self.earlier] if self.verdict else []
 
+    kafka_side: kafka_side.KafkaSide | None = None
+    """What Kafka holds against the databases, as the auditor reads it (lost and phantom events)."""
     findings: checker.Findings | None = None
     """What the independent checker found in the history (soak/checker.py)."""
 
     @property
     def agree(self) -> bool:
         """The auditor and the checker give the same verdict: both clean, or both not."""
-        return self.findings is not None and self.findings.clean == (self.verdict is not None and not self.anomalies)
+        return self.findings is not None and self.findings.clean == self.auditor_clean
+
+    @property
+    def auditor_clean(self) -> bool:
+        return self.verdict is not None and not self.anomalies and self.kafka_side is not None and self.kafka_side.clean
 
     @property
     def passed(self) -> bool:
-        return (
-            self.verdict is not None
-            and not self.anomalies
-            and self.not_terminal == 0
-            and self.findings is not None
-            and self.findings.clean
-        )
+        return self.auditor_clean and self.not_terminal == 0 and self.findings is not None and self.findings.clean
 
 
 class Soak:
@@ -90,6 +92,10 @@ class Soak:
         self.supervisor = supervisor if supervisor.is_running() else None
         if self.supervisor is not None and settings.uses_own_kafka:  # the cluster that runs, not the one asked for
             settings = settings.model_copy(update={"BROKERS": broker_chaos.supervised_nodes(self.supervisor)})
+        if self.supervisor is not None and settings.uses_own_postgres:  # the pair that runs, whatever POSTGRES says
+            running = {info["name"] for info in self.supervisor.all_info()}
+            if set(postgres_cluster.node_names(settings.model_copy(update={"POSTGRES": "ha"}))) <= running:
+                settings = settings.model_copy(update={"POSTGRES": "ha"})
         self.settings = settings
         self.say = say
         self.api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
@@ -124,7 +130,12 @@ class Soak:
             crashes=self.crashes,
             seed=self.seed,
             connect_kills=2 if self._runs_connect() else 0,
+            failovers=2 if self._runs_a_pair() else 0,
         )
+
+    def _runs_a_pair(self) -> bool:
+        """Whether PostgreSQL runs as a primary and a standby here (POSTGRES=ha)."""
+        return self.supervisor is not None and self.settings.POSTGRES == "ha"
 
     def _runs_connect(self) -> bool:
         """Whether Debezium relays here (RELAY=debezium): the supervisor runs Kafka Connect."""
@@ -150,6 +161,12 @@ class Soak:
             raise InjectionError(f"{step.kind} needs the launcher's own Kafka and PostgreSQL")
         elif step.kind in schedule.CLUSTER_FAULTS:
             self._break_the_cluster(step, self.supervisor)
+        elif step.kind == schedule.DATABASE_FAILOVER:
+            pair, supervisor = postgres_pair.running_pair(self.settings)
+            bindir = postgres_cluster.find_bindir()
+            if bindir is None:
+                raise InjectionError("no PostgreSQL server binaries found")
+            self.say(f"  {postgres_pair.failover(bindir, pair, supervisor, lambda _: None).describe()}")
         elif step.kind == schedule.CONNECT_KILL:
             pid = int(self.supervisor.info(processes.KAFKA_CONNECT)["pid"])
             if not pid:
@@ -230,7 +247,12 @@ class Soak:
         report.verdict = audit(self.query)
         known = set(self._orders_before)
         report.earlier = [a for a in report.verdict.anomalies if a.subject in known]
-        lines = history.write(HISTORY, history.reader(self._auditor_url), report.load)
+        bootstrap = self.settings.kafka_bootstrap_servers
+        held = kafka_side.check(self.query, bootstrap, read_dead_letters(bootstrap))
+        report.kafka_side = held.of_orders(report.load.order_ids)
+        lines = history.write(
+            HISTORY, history.reader(self._auditor_url), report.load, self.settings.kafka_bootstrap_servers
+        )
         report.findings = checker.check(checker.load(HISTORY))
         self.say(f"soak: history of {lines} lines in {HISTORY.relative_to(PROJECT_ROOT)}, judged by soak/checker.py")
         self._count_telemetry(report, since=started)
@@ -319,6 +341,8 @@ def summary(report: Report) -> list[str]:
         f"  orders not terminal      {report.not_terminal} (must be 0)",
     ]
     lines += [f"    ✗ {a.invariant}: {a.subject}: {a.evidence}" for a in report.anomalies[:20]]
+    if report.kafka_side is not None:
+        lines += [f"  {line}" for line in list(kafka_side.report(report.kafka_side))[:30]]
     if report.earlier:
         lines.append(f"  ({len(report.earlier)} anomalies on orders placed before the soak, not counted:")
         lines += [f"     {a.invariant}: {a.subject})" for a in report.earlier[:5]]

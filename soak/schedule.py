@@ -12,6 +12,8 @@ REWIND = "rewind"
 REPUBLISH = "republish"
 BROKER_RESTART = "kafka restart"
 DATABASE_RESTART = "postgres restart"
+DATABASE_FAILOVER = "postgres failover"
+"""POSTGRES=ha: the primary SIGKILLed, the standby promoted, the old primary rebuilt as its standby."""
 PROVIDER_TIMEOUT = "provider timeout after charging"
 LEADER_KILL = "leader kill"
 BROKER_FREEZE = "broker freeze"
@@ -25,6 +27,7 @@ KINDS = (
     REPUBLISH,
     BROKER_RESTART,
     DATABASE_RESTART,
+    DATABASE_FAILOVER,
     PROVIDER_TIMEOUT,
     LEADER_KILL,
     BROKER_FREEZE,
@@ -74,6 +77,7 @@ def plan(
     crashes: int = 0,
     seed: int | None = None,
     connect_kills: int = 0,
+    failovers: int = 0,
 ) -> list[Step]:
     """Every process crashed at every point it passes, every consumer rewound, duplicates republished,
     the broker and the database restarted, the provider timing out after charging, interleaved so
@@ -83,7 +87,8 @@ def plan(
     `crashes` asks for at least that many crash steps: passes over every point follow one another
     until there are enough (each pass covers every point). With a `seed`, each pass visits the
     points in an order drawn from it: the same seed, the same plan. `connect_kills`: SIGKILLs of
-    Kafka Connect's worker, where Debezium relays (RELAY=debezium)."""
+    Kafka Connect's worker, where Debezium relays (RELAY=debezium). `failovers`: with a PostgreSQL
+    pair (POSTGRES=ha), that many failovers in place of the database's restart."""
     chooser = random.Random(seed)
     every_point = [
         Step(PROCESS_CRASH, process, point)
@@ -107,7 +112,10 @@ def plan(
         others.append(Step(CONTROLLER_RESTART))
     elif infrastructure_restarts:
         others[1:1] = [Step(BROKER_RESTART)]
-    if infrastructure_restarts:
+    if infrastructure_restarts and failovers:  # the first early, the others spread to the end
+        for n in range(failovers):
+            others.insert(min(len(others), 1 + n * (len(others) // failovers + 1)), Step(DATABASE_FAILOVER))
+    elif infrastructure_restarts:
         others.append(Step(DATABASE_RESTART))
     for n in range(connect_kills):  # the first early, the next ones spread among the rest
         others.insert(min(len(others), 1 + 3 * n), Step(CONNECT_KILL))

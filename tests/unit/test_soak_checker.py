@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from soak.checker import DUPLICATED, LOST, MISSING_COMPENSATION, OUT_OF_ORDER, check
+from soak.checker import DUPLICATED, LOST, MISSING_COMPENSATION, OUT_OF_ORDER, PHANTOM, READS, check
 
 OUTCOMES = ("CONFIRMED", "REJECTED", "CANCELLED")
 START = datetime(2026, 12, 4, tzinfo=UTC)
@@ -50,7 +50,7 @@ def _history(outcomes: list[str]) -> list[dict[str, Any]]:
     for number, outcome in enumerate(outcomes):
         order = f"order-{number}"
         lines.append({"type": "request", "op": "place_order", "answer": "ok", "order_id": order})
-        event("orders", order, "OrderPlaced", "inventory-reservation-v1")
+        event("orders", order, "OrderPlaced", "inventory-reservation-v1", "orders-saga-v1")
         effect("decision", order, "refused" if outcome == "REJECTED" else "reserved")
         if outcome == "REJECTED":
             event("inventory", order, "InventoryReservationFailed", "orders-saga-v1")
@@ -210,3 +210,91 @@ def test_a_marker_without_its_effect_is_named_lost_with_the_claim(drawn: list[st
     found = [a for a in check(dropped).of_kind(LOST) if "marker" in a.reason and a.order_id == order]
     assert found, f"removing the order's {ledger} rows went unnamed"
     assert all(f"no {ledger} row" in anomaly.reason and len(anomaly.lines) == 2 for anomaly in found)
+
+
+TOPIC_OF_SERVICE = {
+    "orders": "orders.events",
+    "inventory": "inventory.events",
+    "payment": "payment.events",
+    "notification": "notification.events",
+}
+
+
+def _with_kafka(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`lines` and what Kafka holds of them: each event published (one partition per topic), and
+    each group's committed offset past every record of the topics it reads."""
+    offsets: dict[str, int] = {}
+    kafka: list[dict[str, Any]] = []
+    for line in lines:
+        if line["type"] == "event":
+            topic = TOPIC_OF_SERVICE[line["service"]]
+            offset = offsets[topic] = offsets.get(topic, -1) + 1
+            kafka.append(
+                {
+                    "type": "published",
+                    "topic": topic,
+                    "partition": 0,
+                    "offset": offset,
+                    "message_id": line["message_id"],
+                    "key": line["key"],
+                    "event_type": line["event_type"],
+                }
+            )
+    for consumer, topics in READS.items():
+        for topic in topics:
+            kafka.append(
+                {
+                    "type": "acknowledged",
+                    "consumer": consumer,
+                    "topic": topic,
+                    "partition": 0,
+                    "offset": offsets.get(topic, -1) + 1,
+                }
+            )
+    return [*lines, *kafka]
+
+
+def _acknowledged_lost(lines: list[dict[str, Any]]) -> list[str]:
+    return [anomaly.reason for anomaly in check(lines).of_kind(LOST) if "acknowledged" in anomaly.reason]
+
+
+@given(outcomes)
+def test_a_correct_history_with_what_kafka_holds_is_clean(drawn: list[str]) -> None:
+    findings = check(_with_kafka(_history(drawn)))
+    assert findings.clean, findings.anomalies
+
+
+@given(outcomes, st.sampled_from(list(READS)))
+def test_an_acknowledged_record_whose_claim_the_database_lost_is_named_lost(drawn: list[str], consumer: str) -> None:
+    """A failover to an asynchronous standby: the claim (and its effect) went, the offset stayed."""
+    lines = _with_kafka(_history(drawn))
+    claim = next(line for line in lines if line["type"] == "claim" and line["consumer"] == consumer)
+    forged = [line for line in lines if line is not claim]
+    reasons = _acknowledged_lost(forged)
+    assert len(reasons) == 1 and consumer in reasons[0] and claim["message_id"] in reasons[0], reasons
+    dead_lettered = [*forged, {"type": "dead_letter", "consumer": consumer, "message_id": claim["message_id"]}]
+    assert not _acknowledged_lost(dead_lettered), "a dead-lettered record was acknowledged on purpose"
+    record = next(line for line in lines if line["type"] == "published" and line["message_id"] == claim["message_id"])
+    behind = [
+        {**line, "offset": record["offset"]}
+        if line["type"] == "acknowledged" and line["consumer"] == consumer and line["topic"] == record["topic"]
+        else line
+        for line in forged
+    ]
+    assert not _acknowledged_lost(behind), "a record the group has not acknowledged will be delivered again"
+
+
+@given(outcomes, st.sampled_from(["OrderPlaced", "InventoryReserved", "PaymentAuthorized"]))
+def test_a_published_event_its_outbox_no_longer_holds_is_a_phantom_until_decided_again(
+    drawn: list[str], event_type: str
+) -> None:
+    lines = _with_kafka(_history(drawn))
+    order = _order_of(lines, "CONFIRMED")
+    gone = next(
+        line for line in lines if line["type"] == "event" and (line["key"], line["event_type"]) == (order, event_type)
+    )
+    forged = [line for line in lines if line is not gone]
+    phantoms = check(forged).of_kind(PHANTOM)
+    assert [(anomaly.order_id, gone["message_id"] in anomaly.reason) for anomaly in phantoms] == [(order, True)]
+    decided_again = [*forged, {**gone, "message_id": "decided-again"}]
+    assert not check(decided_again).of_kind(PHANTOM)

@@ -9,6 +9,7 @@ from soak.schedule import (
     BROKER_RESTART,
     CLUSTER_FAULTS,
     CONNECT_KILL,
+    DATABASE_FAILOVER,
     DATABASE_RESTART,
     KINDS,
     LEADER_KILL,
@@ -29,7 +30,7 @@ def test_every_point_of_every_process_is_crashed_once_and_every_kind_comes_early
     crashes = {(s.target, s.point) for s in steps if s.kind == PROCESS_CRASH}
     assert crashes == {(p, point) for p, names in POINTS.items() for point in names if point != "after_check"}
     assert {s.target for s in steps if s.kind == REWIND} == {"inventory", "inventory-2"}
-    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS) - {CONNECT_KILL}
+    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS) - {CONNECT_KILL, DATABASE_FAILOVER}
     first_half = {s.kind for s in steps[: len(steps) // 2 + 1]}
     assert {PROCESS_CRASH, REWIND} <= first_half
 
@@ -51,12 +52,23 @@ def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_dat
 def test_a_replicated_cluster_loses_leaders_a_frozen_node_and_its_controller_instead_of_restarting() -> None:
     steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True, brokers=3, leader_kills=5)
     kinds = [s.kind for s in steps]
-    assert set(kinds) == set(KINDS) - {BROKER_RESTART, CONNECT_KILL}
+    assert set(kinds) == set(KINDS) - {BROKER_RESTART, CONNECT_KILL, DATABASE_FAILOVER}
     assert kinds.count(LEADER_KILL) == 5
     killed = [s.target for s in steps if s.kind == LEADER_KILL]
     assert {target.split("/")[0] for target in killed} == {"orders.events", "inventory.events", "payment.events"}
     assert all(target.rsplit("/", 1)[1].isdigit() for target in killed)
     assert LEADER_KILL in kinds[: len(kinds) // 2 + 1]
+
+
+def test_a_postgresql_pair_fails_over_in_place_of_the_database_restart_spread_through_the_soak() -> None:
+    steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True, brokers=3, failovers=2)
+    kinds = [s.kind for s in steps]
+    assert DATABASE_RESTART not in kinds and kinds.count(DATABASE_FAILOVER) == 2
+    first, second = (n for n, kind in enumerate(kinds) if kind == DATABASE_FAILOVER)
+    assert second > first + 1, "the second failover is not right after the first"
+    assert DATABASE_FAILOVER not in {
+        s.kind for s in plan(POINTS, ["inventory"], infrastructure_restarts=False, failovers=2)
+    }
 
 
 @given(seed=st.integers(0, 2**32), crashes=st.integers(0, 60))
