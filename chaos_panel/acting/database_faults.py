@@ -4,6 +4,7 @@ docker-compose, there is none, and the panel says so."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -37,6 +38,12 @@ class DatabaseFaults:
             return dict(call(self._client, "GET", SERVICE, f"{self.url}/nodes"))
         except ControlError as error:
             return {"nodes": [], "failovers": [], "error": str(error)}
+
+    def lossy_failovers(self) -> list[float]:
+        """When the pair failed over to an asynchronous standby (epoch seconds): the failovers that
+        may have taken back acknowledged work. Empty without a pair."""
+        found = self.nodes().get("failovers", []) if self.available else []
+        return [datetime.fromisoformat(f["at"]).timestamp() for f in found if not f.get("synchronous", True)]
 
     def failover(self) -> str:
         return self._act("/failover", {}, FAILOVER_SECONDS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from chaos_panel.domain.timeline import position
@@ -64,6 +65,9 @@ class Facts:
     """Effect name -> its business rows."""
     outside: dict[str, list[str]]
     """Effect name -> what the outside world holds for the order (charges, messages received)."""
+    lossy_failovers: list[float] = field(default_factory=list)
+    """When a failover to an asynchronous standby happened (epoch seconds): each may have taken
+    back commits whose messages were acknowledged (docs/postgres-failover.md)."""
 
 
 @dataclass
@@ -77,6 +81,8 @@ class EffectProof:
     keys: set[str] = field(default_factory=set)
     """The idempotency keys those calls carried."""
     outside: list[str] = field(default_factory=list)
+    taken_back: int = 0
+    """Applications a failover to an asynchronous standby took back (each followed by one)."""
     verdict: str = "waiting"
     """once, waiting, none (the effect was never due), or wrong"""
     sentence: str = ""
@@ -101,6 +107,12 @@ def _deliveries(told: list[dict[str, Any]], consumer: str, message_id: str) -> l
     return sorted(found, key=lambda d: d.at)
 
 
+def _taken_back(deliveries: list[Delivery], failovers: list[float]) -> int:
+    """How many applications a failover to an asynchronous standby followed before the next one."""
+    applied = [d.at for d in deliveries if d.outcome == "applied"]
+    return sum(1 for first, then in pairwise(applied) if any(first < at < then for at in failovers))
+
+
 def _remote_calls(told: list[dict[str, Any]], remote: str) -> list[dict[str, Any]]:
     calls = [r for r in told if r.get("kind") == "remote_call" and r.get("service") == remote]
     return sorted(calls, key=lambda r: float(r.get("at", 0)))
@@ -113,6 +125,13 @@ def _sentence(proof: EffectProof) -> tuple[str, str]:
     applied = [d for d in proof.deliveries if d.outcome == "applied"]
     copies = [d for d in proof.deliveries if d.outcome in DUPLICATES]
     other_content = sorted({field for d in copies for field in d.differing})
+    if len(applied) > 1 and proof.taken_back == len(applied) - 1 and proof.marker is not None and proof.rows:
+        return "once", (
+            f"Once: {spec.consumer} applied {spec.trigger} {len(applied)} times, but a failover to an asynchronous "
+            f"standby took back {'the first' if proof.taken_back == 1 else f'the first {proof.taken_back}'} after "
+            f"Kafka was told: the marker and {spec.noun} went with it. The rewind that followed applied it again, "
+            "and that marker is the only one."
+        )
     if len(applied) > 1:
         return "wrong", (
             f"Applied {len(applied)} times: {spec.consumer} did not find its marker for a copy of "
@@ -166,6 +185,7 @@ def build(facts: Facts) -> list[EffectProof]:
             f"call {c.get('call')} with Idempotency-Key {c.get('idempotency_key')}: {c.get('result')}" for c in calls
         ]
         proof.keys = {str(c.get("idempotency_key")) for c in calls}
+        proof.taken_back = _taken_back(proof.deliveries, facts.lossy_failovers)
         proof.verdict, proof.sentence = _sentence(proof)
         proofs.append(proof)
     return proofs

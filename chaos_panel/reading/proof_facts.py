@@ -4,6 +4,7 @@ it, and what the processes told the panel about it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from auditor.invariants import Query
@@ -65,8 +66,9 @@ def _markers(query: Query, message_ids: list[str]) -> dict[tuple[str, str], date
     return found
 
 
-def read(query: Query, store: TelemetryStore, order_id: str) -> Facts:
-    """Everything the proof of `order_id` needs (ValueError for an id that cannot be one)."""
+def read(query: Query, store: TelemetryStore, order_id: str, lossy_failovers: Sequence[float] = ()) -> Facts:
+    """Everything the proof of `order_id` needs (ValueError for an id that cannot be one);
+    `lossy_failovers`: when the PostgreSQL pair failed over to an asynchronous standby."""
     key = literal(order_id)
     events = records.events_of_order(query, order_id)
     ordered = query("orders", f"SELECT idempotency_key FROM customer_order WHERE order_id = {key}")
@@ -77,4 +79,5 @@ def read(query: Query, store: TelemetryStore, order_id: str) -> Facts:
         markers=_markers(query, [event.message_id for event in events]),
         rows={name: [str(row[0]) for row in query(db, sql.format(id=key))] for name, (db, sql) in ROWS.items()},
         outside={name: [str(row[0]) for row in query(db, sql.format(id=key))] for name, (db, sql) in OUTSIDE.items()},
+        lossy_failovers=list(lossy_failovers),
     )

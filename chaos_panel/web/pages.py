@@ -344,7 +344,7 @@ def order_list(request: Request, panel: PanelDep) -> Response:
 def order_proof(request: Request, panel: PanelDep, order_id: str) -> Response:
     """Each of the order's effects with the chain that led to it, and why it happened once."""
     try:
-        facts = proof_facts.read(panel.query, panel.store, order_id)
+        facts = proof_facts.read(panel.query, panel.store, order_id, panel.databases.lossy_failovers())
     except ValueError as error:
         raise HTTPException(400, str(error)) from error
     return render(panel, request, "fragments/proof.html", proofs=proof.build(facts), facts=facts)

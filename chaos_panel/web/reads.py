@@ -250,7 +250,7 @@ def order(panel: PanelDep, order_id: str) -> OrderOut:
 def proof_of(panel: PanelDep, order_id: str) -> dict[str, Any]:
     """Each effect of the order: its event, deliveries, marker, rows, calls, and why once."""
     try:
-        facts = proof_facts.read(panel.query, panel.store, order_id)
+        facts = proof_facts.read(panel.query, panel.store, order_id, panel.databases.lossy_failovers())
     except ValueError as error:
         raise HTTPException(400, str(error)) from error
     return {

@@ -108,3 +108,28 @@ def test_an_effect_whose_event_was_never_written_was_never_due_and_calls_with_on
     charge = proofs["Charge"]
     assert charge.verdict == "once" and "Its 2 calls to the payment provider carried one key" in charge.sentence
     assert charge.calls[0] == "call 1 with Idempotency-Key o-1:1: timed out" and charge.outside
+
+
+@pytest.mark.parametrize(
+    ("failovers", "verdict", "says"),
+    [
+        ([1.5], "once", "Once: inventory-reservation-v1 applied OrderPlaced 2 times, but a failover"),
+        ([0.5], "wrong", "Applied 2 times"),  # before both: it took back neither
+        ([2.5], "wrong", "Applied 2 times"),  # after both: the second was not a re-application
+        ([], "wrong", "Applied 2 times"),
+    ],
+)
+def test_an_application_a_failover_to_an_asynchronous_standby_took_back_is_not_a_double(
+    failovers: list[float], verdict: str, says: str
+) -> None:
+    facts = Facts(
+        idempotency_key="k-1",
+        events=[PLACED],
+        told=[_delivery("applied", 3, 1.0), _delivery("applied", 3, 2.0)],
+        markers={(INVENTORY, "m-placed"): NOW},
+        rows={"Reservation": ["1 × sku-1, reserved"]},
+        outside={},
+        lossy_failovers=failovers,
+    )
+    proof = next(p for p in build(facts) if p.spec.name == "Reservation")
+    assert proof.verdict == verdict and proof.sentence.startswith(says), proof.sentence
