@@ -24,12 +24,19 @@ DOCKER_ENGINE = $(shell timeout 5 docker info >/dev/null 2>&1 && echo yes)
 # reads it; with compose, its file in infra/compose/ goes over docker-compose.yml.
 # BROKERS=3 lays infra/compose/brokers-3.yml over it: three Kafka nodes, every topic replicated.
 # RELAY=debezium lays infra/compose/relay-debezium.yml over it: Debezium in Kafka Connect relays.
-COMPOSE_FILES = $(if $(filter java node,$(INVENTORY_IMPL))$(filter 3,$(BROKERS))$(filter debezium,$(RELAY)),-f docker-compose.yml) \
+# POSTGRES=ha lays infra/compose/postgres-ha.yml over it: a primary and a streaming standby, every
+# service connecting through both; POSTGRES_SYNC=off makes the standby asynchronous.
+COMPOSE_FILES = $(if $(filter java node,$(INVENTORY_IMPL))$(filter 3,$(BROKERS))$(filter debezium,$(RELAY))$(filter ha,$(POSTGRES)),-f docker-compose.yml) \
   $(if $(filter java node,$(INVENTORY_IMPL)),-f infra/compose/inventory-$(INVENTORY_IMPL).yml) \
   $(if $(filter 3,$(BROKERS)),-f infra/compose/brokers-3.yml) \
-  $(if $(filter debezium,$(RELAY)),-f infra/compose/relay-debezium.yml)
+  $(if $(filter debezium,$(RELAY)),-f infra/compose/relay-debezium.yml) \
+  $(if $(filter ha,$(POSTGRES)),-f infra/compose/postgres-ha.yml)
 COMPOSE_KAFKA_3 := kafka:19092,kafka-2:19092,kafka-3:19092
-COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)) docker compose $(strip $(COMPOSE_FILES))
+COMPOSE_POSTGRES_PAIR := COMPOSE_POSTGRES_HOSTS=postgres:5432,postgres-standby:5432 \
+  COMPOSE_POSTGRES_QUERY='?target_session_attrs=read-write' \
+  COMPOSE_POSTGRES_SYNC_NAMES='$(if $(filter off,$(POSTGRES_SYNC)),,FIRST 1 (standby))'
+COMPOSE = $(if $(filter 3,$(BROKERS)),COMPOSE_KAFKA_BOOTSTRAP=$(COMPOSE_KAFKA_3)) \
+  $(if $(filter ha,$(POSTGRES)),$(COMPOSE_POSTGRES_PAIR)) docker compose $(strip $(COMPOSE_FILES))
 LAUNCHER := $(PY) -m infra.launcher
 PYTEST_ARGS ?=
 
@@ -54,7 +61,7 @@ $(UV):
 venv: $(UV) ## Create or update the virtual environment from uv.lock
 	@$(UV) sync --frozen --quiet
 
-up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay, INVENTORY_IMPL=java|node swaps inventory, RELAY=debezium relays with Debezium
+up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay, INVENTORY_IMPL=java|node swaps inventory, RELAY=debezium relays with Debezium, POSTGRES=ha runs a primary and a standby
 ifeq ($(DOCKER_ENGINE),yes)
 	$(COMPOSE) up --detach --build --wait \
 	  $(if $(REPLICAS),$(foreach s,outbox-relay orders-saga inventory payment notification sales-projection,--scale $(s)=$(REPLICAS)),)
@@ -173,7 +180,7 @@ dashboards: venv ## Write the Grafana dashboards' JSON (dashboards/generated/) f
 NAME ?=
 lab: venv ## Run a workshop lab unattended and check it (make lab NAME=crash-after-commit, NAME=all; no NAME lists them)
 	@if [ -z "$(NAME)" ]; then $(PY) -m labs; else \
-	  $(PY) -m labs --known $(NAME) && $(MAKE) --no-print-directory up RELAY=$$($(PY) -m labs --relay $(NAME)) \
+	  $(PY) -m labs --known $(NAME) && $(MAKE) --no-print-directory up $$($(PY) -m labs --system $(NAME)) \
 	  && $(PY) -m labs $(NAME); fi
 
 horizon: venv ## Each consumer's shortest safe marker retention from what could still be redelivered (exit 1 when shorter)

@@ -301,3 +301,27 @@ def test_debezium_in_compose_runs_the_native_paths_worker_and_marks_like_it() ->
     assert base["services"]["provision"]["environment"]["RELAY"] == "${RELAY:-builtin}"
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     assert "-f infra/compose/relay-debezium.yml" in makefile
+
+
+def test_a_postgres_pair_in_compose_streams_to_a_standby_that_every_service_can_reach() -> None:
+    """`make up POSTGRES=ha` with a Docker engine: every database URL is written so that the pair's
+    overlay can name both nodes (and only a read-write one), the standby runs the primary's image
+    and settings, and what it mounts exists."""
+    text = COMPOSE.read_text()
+    urls = re.findall(r"postgresql://[^\s\"']+", text)
+    assert urls and all(
+        "@${COMPOSE_POSTGRES_HOSTS:-postgres:5432}/" in url and url.endswith("${COMPOSE_POSTGRES_QUERY:-}")
+        for url in urls
+    ), urls
+    base = yaml.safe_load(text)["services"]["postgres"]
+    pair = yaml.safe_load((PROJECT_ROOT / "infra/compose/postgres-ha.yml").read_text())["services"]
+    standby = pair["postgres-standby"]
+    assert standby["image"] == base["image"] and standby["command"] == pair["postgres"]["command"]
+    assert all(part in pair["postgres"]["command"] for part in base["command"])
+    assert any(part.startswith("synchronous_standby_names=") for part in pair["postgres"]["command"])
+    for volume in standby["volumes"] + pair["postgres"]["volumes"]:
+        source = volume.split(":")[0]
+        assert not source.startswith("./") or (PROJECT_ROOT / source).exists(), source
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert "COMPOSE_POSTGRES_HOSTS=postgres:5432,postgres-standby:5432" in makefile
+    assert "-f infra/compose/postgres-ha.yml" in makefile
