@@ -18,13 +18,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token", help="CHAOS_PANEL_TOKEN, when the panel is bound beyond loopback")
     parser.add_argument("--known", action="store_true", help="only check that the names are labs")
     parser.add_argument(
-        "--relay", action="store_true", help="only print the RELAY to start the system with for these labs"
+        "--system",
+        action="store_true",
+        help="only print what to start the system with for these labs (RELAY=… and, if needed, POSTGRES=ha)",
     )
     args = parser.parse_args(argv)
     if not args.names:
         print("Labs (make lab NAME=<name>, or NAME=all):")
         for lab in LABS:
-            needs = "" if lab.relay == "builtin" else f"  [RELAY={lab.relay}]"
+            needs = "" if lab.start == "make up" else f"  [{lab.start.removeprefix('make down && make up ')}]"
             print(f"  {lab.name:<24} {lab.title}  ({lab.doc}){needs}")
         return 0
     everything = args.names == ["all"]
@@ -35,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.known:
         return 0
-    if args.relay:
-        print(_relay_for(names))
+    if args.system:
+        print(_system_for(names))
         return 0
     settings = Settings()
     url = args.panel or f"http://127.0.0.1:{settings.CHAOS_PANEL_PORT}"
@@ -67,12 +69,33 @@ def _relay_for(names: list[str]) -> str:
     return needed.pop() if len(needed) == 1 else "builtin"
 
 
+def _system_for(names: list[str]) -> str:
+    """`RELAY=…`, with ` POSTGRES=ha` when one of these labs needs a primary and a standby (or the
+    caller set it). Debezium's labs run on one server (its logical slots do not follow a promotion)."""
+    settings = Settings()
+    pair = "POSTGRES" in settings.model_fields_set and settings.POSTGRES == "ha"
+    relay = _relay_for(names)
+    if relay == "builtin" and (pair or any(BY_NAME[name].postgres == "ha" for name in names)):
+        return f"RELAY={relay} POSTGRES=ha"  # a pair runs every lab on the built-in relay
+    return f"RELAY={relay}"
+
+
 def _runnable(names: list[str], panel: PanelClient) -> list[str]:
-    """Of `all`, the labs this system's relay runs; the others are named, with how to run them."""
+    """Of `all`, the labs this system runs (its relay; a pair where one is needed); the others are
+    named, with how to run them."""
     running = panel.relay()
-    for lab in (BY_NAME[name] for name in names if BY_NAME[name].relay != running):
-        print(f"Lab {lab.number:02d} · {lab.title}: skipped, it needs RELAY={lab.relay} ({lab.start})")
-    return [name for name in names if BY_NAME[name].relay == running]
+    try:
+        panel.databases()
+        pair = True
+    except LabError:
+        pair = False
+    runnable = []
+    for lab in (BY_NAME[name] for name in names):
+        if lab.relay != running or (lab.postgres == "ha" and not pair):
+            print(f"Lab {lab.number:02d} · {lab.title}: skipped, it needs {lab.system} ({lab.start})")
+        else:
+            runnable.append(lab.name)
+    return runnable
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from labs.scenarios import (
     broker_loss,
     check_then_act,
     crash_after_commit,
+    failover,
     marker_after,
     marker_before,
     memory_dedup,
@@ -180,6 +181,18 @@ LABS = (
             "tests/integration/test_message_identity.py::test_the_copy_property_fails_a_consumer_whose_marker_key_holds_occurred_at",
             "tests/integration/test_marker_migration.py::test_every_message_applied_before_the_migration_is_a_duplicate_after_it_whatever_its_occurred_at",
         ),
+    ),
+    Lab(
+        17,
+        "failover",
+        "The primary dies: what an asynchronous standby loses",
+        failover.run,
+        (
+            "tests/e2e/test_postgres_failover.py::test_an_asynchronous_standby_loses_acknowledged_work_and_a_rewind_applies_it_once",
+            "tests/e2e/test_postgres_failover.py::test_failovers_under_load_with_a_synchronous_standby_lose_and_double_nothing",
+        ),
+        postgres="ha",
+        expect="lost",
     ),
 )
 

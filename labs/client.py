@@ -81,6 +81,18 @@ class PanelClient:
             raise LabError(str(answer["error"]))
         return list(answer["nodes"])
 
+    def databases(self) -> dict[str, Any]:
+        """The PostgreSQL pair (POSTGRES=ha): its nodes, the replication mode, the failovers."""
+        answer: dict[str, Any] = self._get("/api/databases")
+        if answer.get("error"):
+            raise LabError(str(answer["error"]))
+        return answer
+
+    def kafka_side(self) -> dict[str, Any]:
+        """What Kafka holds against the databases: the lost and the phantoms, order by order."""
+        answer: dict[str, Any] = self._get("/api/kafka-side")
+        return answer
+
     def relay(self) -> str:
         """The relay this system runs: builtin or debezium."""
         return str(self._get("/api/state").get("relay", "builtin"))

@@ -53,6 +53,8 @@ class Lab:
     """The tests that prove the behaviour this lab shows (beside this lab's own run)."""
     relay: str = "builtin"
     """The relay the system must run (`make up RELAY=…`): the lab refuses to start on the other."""
+    postgres: str = "single"
+    """`ha` when the lab needs a primary and a standby (`make up POSTGRES=ha`); the others run on either."""
     expect: str = "neither"
     """What the auditor says of the lab's order once it has run: neither (nothing lost or doubled),
     lost, or doubled. The panel's predict-then-break mode asks the learner for it first."""
@@ -62,9 +64,16 @@ class Lab:
         return f"docs/workshop/{self.number:02d}-{self.name}.md"
 
     @property
+    def system(self) -> str:
+        """The variables of `make up` this lab needs, beside the defaults: `RELAY=… POSTGRES=…`."""
+        return f"RELAY={self.relay}" + (" POSTGRES=ha" if self.postgres == "ha" else "")
+
+    @property
     def start(self) -> str:
         """The command that starts a system this lab runs on."""
-        return "make up" if self.relay == "builtin" else f"make down && make up RELAY={self.relay}"
+        if self.relay == "builtin" and self.postgres != "ha":
+            return "make up"
+        return f"make down && make up {self.system.removeprefix('RELAY=builtin').strip()}"
 
     @property
     def screenshot(self) -> str:
@@ -90,6 +99,11 @@ def run(lab: Lab, panel: PanelClient, say: Callable[[str], None] = print) -> Res
         running = panel.relay()
         if running != lab.relay:
             raise LabError(f"this lab needs RELAY={lab.relay}, and this system runs RELAY={running}: {lab.start}")
+        if lab.postgres == "ha":
+            try:
+                panel.databases()
+            except LabError as error:
+                raise LabError(f"this lab needs a primary and a standby ({error}): {lab.start}") from None
         panel.act("reset")
         panel.wait_quiet()
         lab.run(session)

@@ -57,6 +57,10 @@ class NodeState:
     """primary, standby, or unknown (not answering)."""
     replication: str
     """The primary: its standby's state and how far behind it is; the standby: streaming or detached."""
+    behind_bytes: int | None = None
+    """The primary: how much write-ahead log its standby has yet to replay (None: no standby streams)."""
+    waiting_commits: int = 0
+    """The primary: commits written and waiting for a synchronous standby to confirm them."""
 
 
 @dataclass(frozen=True)
@@ -445,6 +449,9 @@ def attach_standby(settings: Settings) -> str:
     return f"node {standby} streams from node {primary_node(settings)} again"
 
 
+SYNC_WAITS = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+
+
 def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
     """Each node: its process, the supervisor's state, its role and its replication."""
     names = postgres_cluster.node_names(settings)
@@ -453,7 +460,7 @@ def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
     for node, name in enumerate(names, start=1):
         recovering = in_recovery(settings, node)
         role = "unknown" if recovering is None else ("standby" if recovering else "primary")
-        replication = ""
+        replication, behind, waiting = "", None, 0
         try:
             if role == "primary":
                 rows = _query(
@@ -464,6 +471,9 @@ def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
                 )
                 replication = "; ".join(f"{r[0]} {r[1]} ({r[2]}), {r[3] or 0} bytes behind" for r in rows)
                 replication = replication or "no standby connected"
+                streaming = [int(str(r[3] or 0)) for r in rows if r[1] == "streaming"]
+                behind = max(streaming) if streaming else None
+                waiting = int(str(_query(settings, node, SYNC_WAITS)[0][0]))
             elif role == "standby":
                 rows = _query(settings, node, "SELECT status FROM pg_stat_wal_receiver")
                 replication = str(rows[0][0]) if rows else "detached: no WAL receiver"
@@ -477,6 +487,8 @@ def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
                 state=states.get(name, "UNKNOWN"),
                 role=role,
                 replication=replication,
+                behind_bytes=behind,
+                waiting_commits=waiting,
             )
         )
     return shown

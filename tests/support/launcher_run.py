@@ -17,11 +17,11 @@ from workbench.network import free_ports
 
 
 def _system_ports() -> dict[str, int]:
-    """Every port a system binds: single ones, room for REPLICAS above CONTROL_PORT_BASE, and six
-    consecutive ports from KAFKA_PORT for up to three Kafka nodes (client and controller each)."""
+    """Every port a system binds: single ones, room for REPLICAS above CONTROL_PORT_BASE, six
+    consecutive ports from KAFKA_PORT for up to three Kafka nodes (client and controller each), and
+    two from POSTGRES_PORT for a primary and its standby (POSTGRES=ha)."""
     ports = free_ports(
         (
-            "POSTGRES_PORT",
             "CHAOS_PANEL_PORT",
             "ORDERS_API_PORT",
             "PAYMENT_PROVIDER_PORT",
@@ -29,7 +29,7 @@ def _system_ports() -> dict[str, int]:
             "PROMETHEUS_PORT",
             "KAFKA_CONNECT_PORT",
         ),
-        {"CONTROL_PORT_BASE": 60, "KAFKA_PORT": 6},
+        {"CONTROL_PORT_BASE": 60, "KAFKA_PORT": 6, "POSTGRES_PORT": 2},
     )
     return {**ports, "KAFKA_CONTROLLER_PORT": ports["KAFKA_PORT"] + 1}
 

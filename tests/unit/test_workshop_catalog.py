@@ -56,23 +56,32 @@ def test_the_command_lists_the_labs_and_refuses_unknown_names(capsys: pytest.Cap
     assert main([]) == 0
     listing = capsys.readouterr().out
     assert all(lab.name in listing for lab in LABS)
-    assert all(
-        (f"[RELAY={lab.relay}]" in line) == (lab.relay != "builtin")
-        for lab in LABS
-        for line in listing.splitlines()
-        if f" {lab.name} " in line
-    )
+    for lab in LABS:
+        line = next(line for line in listing.splitlines() if f" {lab.name} " in line)
+        assert ("[" in line) == (lab.start != "make up"), line
+        assert (f"RELAY={lab.relay}" in line) == (lab.relay != "builtin"), line
+        assert ("POSTGRES=ha" in line) == (lab.postgres == "ha"), line
     assert main(["no-such-lab"]) == 2
     assert "unknown lab" in capsys.readouterr().err
     assert main(["--known", "crash-after-commit"]) == 0
 
 
-def test_make_lab_starts_the_system_on_the_relay_its_labs_need(
+def test_make_lab_starts_the_system_its_labs_need(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("RELAY", raising=False)
-    for names, relay in ((["stopped-connector"], "debezium"), (["relay-crash"], "builtin"), (["all"], "builtin")):
-        assert main(["--relay", *names]) == 0
-        assert capsys.readouterr().out.strip() == relay, names
+    monkeypatch.delenv("POSTGRES", raising=False)
+    for names, system in (
+        (["stopped-connector"], "RELAY=debezium"),
+        (["relay-crash"], "RELAY=builtin"),
+        (["failover"], "RELAY=builtin POSTGRES=ha"),
+        (["relay-crash", "failover"], "RELAY=builtin POSTGRES=ha"),
+        (["all"], "RELAY=builtin POSTGRES=ha"),
+    ):
+        assert main(["--system", *names]) == 0
+        assert capsys.readouterr().out.strip() == system, names
+    monkeypatch.setenv("POSTGRES", "ha")
+    assert main(["--system", "relay-crash"]) == 0 and capsys.readouterr().out.strip() == "RELAY=builtin POSTGRES=ha"
+    monkeypatch.setenv("POSTGRES", "single")
     monkeypatch.setenv("RELAY", "debezium")
-    assert main(["--relay", "all"]) == 0 and capsys.readouterr().out.strip() == "debezium"
+    assert main(["--system", "all"]) == 0 and capsys.readouterr().out.strip() == "RELAY=debezium"

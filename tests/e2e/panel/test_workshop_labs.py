@@ -17,7 +17,8 @@ from labs.lab import Lab, run
 from tests.e2e.panel.conftest import PanelSystem
 from tests.support.workshop import run_and_screenshot
 
-ON_THE_BUILT_IN_RELAY = [lab for lab in LABS if lab.relay == "builtin"]
+ON_THE_BUILT_IN_RELAY = [lab for lab in LABS if lab.relay == "builtin" and lab.postgres == "single"]
+"""Lab 17 needs a PostgreSQL pair: tests/e2e/test_postgres_failover.py runs it on one."""
 
 
 @pytest.fixture(scope="module")
