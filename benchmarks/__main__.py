@@ -15,6 +15,7 @@ from benchmarks import (
     order_latency,
     outbox_growth,
     panel_pages,
+    postgres_pair,
     relay_bakeoff,
     relay_throughput,
     report,
@@ -30,7 +31,10 @@ from services.settings import PROJECT_ROOT, Settings
 
 def main() -> int:
     logging.basicConfig(level=logging.WARNING)
-    print("make bench: consumer (three stacks), both relays, purge and saga figures (one and three Kafka nodes)")
+    print(
+        "make bench: consumer (three stacks), both relays, purge and saga figures (one and three Kafka nodes), "
+        "and a PostgreSQL standby beside one server"
+    )
     default = Settings()
     started_here = not Supervisor(default.EO_STATE_DIR).is_running()
     rows: list[Row] = consumer_throughput.measure(10_000, 50_000)
@@ -50,6 +54,8 @@ def main() -> int:
     rows += table_growth.rows(markers) + outbox_growth.rows(outbox)
     growth = ["", *table_growth.describe(markers), "", *outbox_growth.describe(outbox)]
     rows += order_latency.measure()
+    one_server_commits, one_server = postgres_pair.on_one_server(default)
+    rows += one_server_commits
     print("  · the panel's pages with 10,000 orders in the system", flush=True)
     rows += panel_pages.measure()
     window = Settings().BENCH_SUSTAIN_WINDOW
@@ -63,6 +69,7 @@ def main() -> int:
     else:
         print("  · the system `make up` runs stays up beside the three-node one: both share the machine", flush=True)
     rows += three_brokers.measure(one_node, 50_000, 1_000, 10)
+    rows += postgres_pair.measure(one_server, rows)
     print("\n".join(["", *table(rows), *growth]))
     facts = report.run_facts()
     json_path, png_path = write_json(rows, facts=facts), draw_png(rows)

@@ -27,6 +27,9 @@ HEADLINE = (
     ("saga", "order latency p99"),
     ("saga", "sustainable rate, REPLICAS=1"),
     ("saga", "p99 at 80 % of it"),
+    ("postgres", "commit p50, one server"),
+    ("postgres", "commit p50, synchronous standby"),
+    ("postgres", "failover: standby promoted"),
 )
 """(section, case) of the rows the README shows, in this order; a row the run lacks is left out."""
 
