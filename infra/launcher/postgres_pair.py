@@ -360,7 +360,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _kill_tree(pid: int) -> None:
+def kill_process_tree(pid: int) -> None:
     """SIGKILL `pid` and every process under it, as a machine's loss would end them."""
     tree, index = [pid], 0
     while index < len(tree):
@@ -410,7 +410,7 @@ def failover(bindir: Path, settings: Settings, supervisor: Supervisor, say: Say)
     killed_at = datetime.now(UTC)
     started = time.monotonic()
     if pid:
-        _kill_tree(pid)
+        kill_process_tree(pid)
     _write(_rebuild_record(settings, old), "")
     _write(_primary_record(settings), f"{new}\n")
     say(f"node {old} SIGKILLed; promoting node {new}")

@@ -173,8 +173,8 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     settings.EO_STATE_DIR.mkdir(parents=True, exist_ok=True, mode=0o755)
     act_as_admin(settings)
     supervisor = Supervisor(settings.EO_STATE_DIR)
-    running = (
-        {info["name"] for info in supervisor.all_info() if info["statename"] == "RUNNING"}
+    running = (  # a program the supervisor is starting again (after a crash) holds its own ports
+        {info["name"] for info in supervisor.all_info() if info["statename"] in ("RUNNING", "STARTING")}
         if supervisor.is_running()
         else set()
     )
