@@ -173,11 +173,16 @@ class Settings(BaseSettings):
         return brokers
 
     @model_validator(mode="after")
-    def _refuse_logical_slots_on_a_standby_pair(self) -> Settings:
+    def _refuse_what_cannot_follow_a_promotion(self) -> Settings:
         if self.POSTGRES == "ha" and self.RELAY == "debezium":
             raise ValueError(
                 "RELAY=debezium reads logical replication slots, which PostgreSQL 15 does not carry over "
                 "to a promoted standby: run POSTGRES=ha with RELAY=builtin (docs/postgres-failover.md)"
+            )
+        if self.POSTGRES == "ha" and self.INVENTORY_IMPL != "python":
+            raise ValueError(
+                f"INVENTORY_IMPL={self.INVENTORY_IMPL} reads one postgresql:// host, and POSTGRES=ha names two: "
+                "run the pair with INVENTORY_IMPL=python (docs/postgres-failover.md)"
             )
         return self
 

@@ -178,7 +178,13 @@ def primary_conninfo(settings: Settings, standby: int) -> str:
 
 
 def _literal(text: str) -> str:
+    """`text` as an SQL string literal (standard_conforming_strings: only quotes doubled)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def _configuration_value(text: str) -> str:
+    """`text` as a quoted value of a configuration file, which reads backslash escapes too."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 # Building and starting the pair -------------------------------------------------------------
@@ -233,11 +239,11 @@ def rebuild_standby(bindir: Path, settings: Settings, supervisor: Supervisor, no
     if backup.returncode != 0:
         raise LaunchError(
             f"pg_basebackup of node {primary} into node {node} failed:\n{backup.stderr[-2000:]}",
-            "read node {primary}'s log (`make logs`), then `make up` again: it rebuilds the standby",
+            f"read node {primary}'s log (`make logs`), then `make up` again: it rebuilds the standby",
         )
     (data / "standby.signal").touch()
     with (data / "postgresql.auto.conf").open("a") as configuration:
-        configuration.write(f"primary_conninfo = {_literal(primary_conninfo(settings, node))}\n")
+        configuration.write(f"primary_conninfo = {_configuration_value(primary_conninfo(settings, node))}\n")
         configuration.write(f"primary_slot_name = '{slot}'\n")
     postgres_cluster.give_to(data / "standby.signal", user)
     postgres_cluster.give_to(data / "postgresql.auto.conf", user)

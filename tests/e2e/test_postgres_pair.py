@@ -21,6 +21,7 @@ ROWS = 300
 def pair() -> Iterator[LauncherRun]:
     run = LauncherRun()
     run.overrides["POSTGRES"] = "ha"
+    run.overrides["POSTGRES_PASSWORD"] = "it's a \\ pass word"  # quoted and escaped on every path
     started = run.launcher("up", "--infra-only")
     try:
         assert started.returncode == 0, started.stdout + started.stderr

@@ -75,9 +75,12 @@ def test_the_pair_is_reached_through_both_nodes_and_only_a_read_write_one() -> N
     )
 
 
-def test_the_pair_refuses_the_relay_that_reads_logical_slots() -> None:
+def test_the_pair_refuses_the_relay_that_reads_logical_slots_and_the_one_host_consumers() -> None:
     with pytest.raises(ValidationError, match="RELAY=builtin"):
         Settings(POSTGRES="ha", RELAY="debezium")
+    for implementation in ("java", "node"):
+        with pytest.raises(ValidationError, match="INVENTORY_IMPL=python"):
+            Settings(POSTGRES="ha", INVENTORY_IMPL=implementation)
 
 
 def test_redact_hides_only_the_password() -> None:
