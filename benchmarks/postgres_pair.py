@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import psycopg
 
 from benchmarks import order_latency
+from benchmarks.own_system import own_system
 from benchmarks.rows import Row
 from infra.launcher import postgres_cluster, postgres_pair, stack
 from infra.launcher.supervisor import Supervisor
@@ -47,17 +48,7 @@ def _say(message: str) -> None:
 
 def system() -> Settings:
     """The pair's settings: its own state directory and ports, the standby synchronous."""
-    default = Settings()
-    return Settings.model_validate(
-        {
-            **PORTS,
-            "EO_STATE_DIR": default.EO_STATE_DIR.parent / f"{default.EO_STATE_DIR.name}-bench-postgres-pair",
-            "POSTGRES": "ha",
-            "POSTGRES_SYNC": "on",
-            "DATABASE_URL": None,
-            "KAFKA_BOOTSTRAP_SERVERS": None,
-        }
-    )
+    return own_system("postgres-pair", PORTS, POSTGRES="ha", POSTGRES_SYNC="on")
 
 
 def commit_latencies(url: str, count: int = COMMITS) -> list[float]:

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from benchmarks import order_latency, relay_throughput
+from benchmarks.own_system import own_system
 from benchmarks.rows import Row
 from infra.launcher import stack
 from services.settings import Settings
@@ -35,16 +36,7 @@ def _say(message: str) -> None:
 
 def system() -> Settings:
     """The three-node system's settings: its own state directory and ports."""
-    default = Settings()
-    return Settings.model_validate(
-        {
-            **PORTS,
-            "EO_STATE_DIR": default.EO_STATE_DIR.parent / f"{default.EO_STATE_DIR.name}-bench-3-nodes",
-            "BROKERS": 3,
-            "DATABASE_URL": None,
-            "KAFKA_BOOTSTRAP_SERVERS": None,
-        }
-    )
+    return own_system("3-nodes", PORTS, BROKERS=3)
 
 
 def beside(three: Sequence[Row], one: Sequence[Row]) -> list[Row]:
