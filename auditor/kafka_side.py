@@ -96,7 +96,8 @@ class Lost:
     def describe(self) -> str:
         return (
             f"{self.consumer} acknowledged {self.event.event_type} {self.event.message_id} of order "
-            f"{self.event.order_id} ({self.event.location}) and has no marker of it: its work is gone"
+            f"{self.event.order_id} ({self.event.location}) and has no marker of it: its work went with a "
+            "failover, or a teaching strategy that keeps no marker applied it"
         )
 
 
