@@ -6,7 +6,7 @@
 #   second: the unit and integration tests and the panel's end-to-end package;
 #   third:  what runs the Java and TypeScript consumers (the black-box contract suite, the saga
 #           with either in the inventory slot), the HTTP APIs' conformance, the relay's leader-loss
-#           staging and the example service's contract suite.
+#           staging, the example service's contract suite and the PostgreSQL pair's failovers.
 #
 # Most of any run's time is spent waiting on processes (about half a core is busy on average),
 # so on two cores they overlap well; the split keeps the three about as long as each other. Each
@@ -26,7 +26,7 @@ third_log=artifacts/test-third.log
 shared=$("$python" -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')
 THIRD=(tests/integration/test_black_box_contract.py tests/e2e/test_inventory_implementations.py
        tests/integration/test_api_conformance.py tests/integration/test_relay_leader_loss.py
-       tests/integration/test_example_service.py)
+       tests/integration/test_example_service.py tests/e2e/test_postgres_pair.py)
 deselect=()
 for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
 EO_TEST_PORTS=20000-25399 EO_STATE_DIR="$shared-second" POSTGRES_PORT=29532 KAFKA_PORT=29592 \
@@ -44,7 +44,7 @@ echo "== unit, integration and panel tests: exit $second; the other end-to-end t
 wait "$first"
 first_status=$?
 cat "$first_log"
-echo "== the Java and TypeScript consumers, the APIs' conformance, leader loss, the example ($third_log):"
+echo "== the Java and TypeScript consumers, the APIs' conformance, leader loss, the example, the pair ($third_log):"
 wait "$third"
 third_status=$?
 cat "$third_log"

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from labs.client import FINAL, LabError, PanelClient
 from labs.lab import Session, described
 
-INVENTORY = "inventory"
+INVENTORY = "inventory-reservation-v1"
 ORDERS = 3
 HOLD_SECONDS = 15
 REWIND_MARGIN = timedelta(seconds=30)
@@ -30,12 +30,21 @@ def _caught_up(panel: PanelClient) -> bool:
     return primary is not None and primary["behind_bytes"] == 0
 
 
+def _hold_inventory(panel: PanelClient, seconds: float) -> None:
+    """Hold orders.events back in every process of inventory's group (each replica), or let go (0)."""
+    members = [name for name, state in panel.processes().items() if state.get("consumer") == INVENTORY]
+    if not members:
+        raise LabError(f"no process of {INVENTORY} answers")
+    for member in members:
+        panel.act("hold", process=member, topic="orders.events", seconds=seconds)
+
+
 def _stage(lab: Session, synchronous: bool) -> list[str]:
     """Orders whose rows the standby has and whose later work happens with the standby detached."""
     panel = lab.panel
     panel.act("databases/sync", mode="on" if synchronous else "off")
     panel.wait(lambda: _caught_up(panel), 60, "the standby to stream and replay everything")
-    panel.act("hold", process=INVENTORY, topic="orders.events", seconds=HOLD_SECONDS)
+    _hold_inventory(panel, HOLD_SECONDS)
     orders = [panel.place_order() for _ in range(ORDERS)]
     panel.wait(lambda: _caught_up(panel), 10, "the standby to replay the new orders")
     panel.act("databases/detach-standby")
@@ -43,7 +52,7 @@ def _stage(lab: Session, synchronous: bool) -> list[str]:
         f"{'synchronous' if synchronous else 'asynchronous'} standby: placed {', '.join(orders)} while inventory "
         "held them back; the standby has them, and is now detached"
     )
-    panel.act("hold", process=INVENTORY, topic="orders.events", seconds=0)
+    _hold_inventory(panel, 0)
     return orders
 
 
