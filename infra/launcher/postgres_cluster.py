@@ -185,6 +185,9 @@ SERVER_SETTINGS = {
     # A standby whose primary is gone retries its WAL source this often, and a promotion waits for
     # that retry: PostgreSQL's 5 s default would make every failover 5 s longer.
     "wal_retrieve_retry_interval": "200ms",
+    # A standby tells its primary how far it has flushed after each write, and at least this often:
+    # a commit that began to wait just as the standby became synchronous waits at most this long.
+    "wal_receiver_status_interval": "1s",
 }
 """What every node runs with, besides its port, name and directories."""
 

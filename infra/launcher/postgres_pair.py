@@ -61,6 +61,8 @@ class NodeState:
     """The primary: how much write-ahead log its standby has yet to replay (None: no standby streams)."""
     waiting_commits: int = 0
     """The primary: commits written and waiting for a synchronous standby to confirm them."""
+    synchronous_standby: bool = False
+    """The primary: a standby streams and confirms its commits (pg_stat_replication's sync_state)."""
 
 
 @dataclass(frozen=True)
@@ -466,7 +468,7 @@ def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
     for node, name in enumerate(names, start=1):
         recovering = in_recovery(settings, node)
         role = "unknown" if recovering is None else ("standby" if recovering else "primary")
-        replication, behind, waiting = "", None, 0
+        replication, behind, waiting, confirming = "", None, 0, False
         try:
             if role == "primary":
                 rows = _query(
@@ -479,6 +481,7 @@ def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
                 replication = replication or "no standby connected"
                 streaming = [int(str(r[3] or 0)) for r in rows if r[1] == "streaming"]
                 behind = max(streaming) if streaming else None
+                confirming = any(r[1] == "streaming" and r[2] in ("sync", "quorum") for r in rows)
                 waiting = int(str(_query(settings, node, SYNC_WAITS)[0][0]))
             elif role == "standby":
                 rows = _query(settings, node, "SELECT status FROM pg_stat_wal_receiver")
@@ -495,6 +498,7 @@ def nodes(settings: Settings, supervisor: Supervisor) -> list[NodeState]:
                 replication=replication,
                 behind_bytes=behind,
                 waiting_commits=waiting,
+                synchronous_standby=confirming,
             )
         )
     return shown
