@@ -25,9 +25,12 @@ HOLD_SECONDS = 15
 REWIND_MARGIN = timedelta(seconds=30)
 
 
-def _caught_up(panel: PanelClient) -> bool:
+def _caught_up(panel: PanelClient, synchronous: bool) -> bool:
+    """The standby streams and has replayed everything; synchronous, it confirms the commits too."""
     primary = next((n for n in panel.databases()["nodes"] if n["role"] == "primary"), None)
-    return primary is not None and primary["behind_bytes"] == 0
+    if primary is None or primary["behind_bytes"] != 0:
+        return False
+    return bool(primary["synchronous_standby"]) == synchronous
 
 
 def _hold_inventory(panel: PanelClient, seconds: float) -> None:
@@ -43,10 +46,11 @@ def _stage(lab: Session, synchronous: bool) -> list[str]:
     """Orders whose rows the standby has and whose later work happens with the standby detached."""
     panel = lab.panel
     panel.act("databases/sync", mode="on" if synchronous else "off")
-    panel.wait(lambda: _caught_up(panel), 60, "the standby to stream and replay everything")
+    mode = "synchronous" if synchronous else "asynchronous"
+    panel.wait(lambda: _caught_up(panel, synchronous), 60, f"the standby to stream, {mode}, and replay everything")
     _hold_inventory(panel, HOLD_SECONDS)
     orders = [panel.place_order() for _ in range(ORDERS)]
-    panel.wait(lambda: _caught_up(panel), 10, "the standby to replay the new orders")
+    panel.wait(lambda: _caught_up(panel, synchronous), 10, "the standby to replay the new orders")
     panel.act("databases/detach-standby")
     lab.step(
         f"{'synchronous' if synchronous else 'asynchronous'} standby: placed {', '.join(orders)} while inventory "
