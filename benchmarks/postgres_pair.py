@@ -89,7 +89,7 @@ def on_one_server(settings: Settings) -> tuple[list[Row], list[float]]:
 
 def _failover_under_load(pair: Settings) -> postgres_pair.Failover:
     """One failover while orders flow at 10/s."""
-    running, supervisor = pair, Supervisor(pair.EO_STATE_DIR)
+    supervisor = Supervisor(pair.EO_STATE_DIR)
     bindir = postgres_cluster.find_bindir()
     assert bindir is not None
     stop, placed = threading.Event(), LoadResult()
@@ -109,7 +109,7 @@ def _failover_under_load(pair: Settings) -> postgres_pair.Failover:
     try:
         while len(placed.order_ids) < 50 and loader.is_alive():  # orders in flight before the primary dies
             time.sleep(0.1)
-        return postgres_pair.failover(bindir, running, supervisor, _say)
+        return postgres_pair.failover(bindir, pair, supervisor, _say)
     finally:
         stop.set()
         loader.join(timeout=60)

@@ -60,10 +60,8 @@ def _stage(lab: Session, synchronous: bool) -> list[str]:
     return orders
 
 
-def _failover(lab: Session) -> str:
-    answer = lab.panel.act("databases/failover")
-    lab.step(str(answer["message"]))
-    return str(answer["message"])
+def _failover(lab: Session) -> None:
+    lab.step(str(lab.panel.act("databases/failover")["message"]))
 
 
 def _asynchronous(lab: Session) -> None:
