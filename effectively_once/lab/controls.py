@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import psycopg
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from ..consumer.loop import ConsumerLoop
 from ..consumer.processor import Path, path_for
@@ -28,6 +28,7 @@ from ..outcomes import Strategy
 from ..retention import purge_markers
 from ..telemetry import Telemetry
 from . import strategy_store
+from .rewind_target import rewind_target
 
 log = logging.getLogger(__name__)
 Partitions = list[dict[str, Any]]
@@ -48,7 +49,8 @@ class LabControls:
 
     def request_rewind(self, to_timestamp_ms: int | None = None) -> Future[Partitions]:
         """Seek the member's partitions back: to the beginning, or to the first message at or after
-        `to_timestamp_ms`. Everything after is delivered again, for real. (A group's committed
+        `to_timestamp_ms` unless the member has not reached it yet (then it stays: a rewind never
+        skips). Everything after is delivered again, for real. (A group's committed
         offsets cannot be changed from outside while it has members, so the members move
         themselves; the future resolves with the partitions and their new offsets.)"""
         future: Future[Partitions] = Future()
@@ -92,25 +94,27 @@ class LabControls:
             self._serve_holds(consumer)
 
     def _rewind(self, consumer: Consumer, to_timestamp_ms: int | None) -> Partitions:
-        assignment = consumer.assignment()
+        """Seek each assigned partition back (rewind_target: never forward, never to a lazy end)."""
+        assignment = [TopicPartition(tp.topic, tp.partition) for tp in consumer.assignment()]
         if not assignment:
             return []
-        if to_timestamp_ms is None:
-            targets = [TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING) for tp in assignment]
-        else:
+        at_time: dict[tuple[str, int], int | None] = {(tp.topic, tp.partition): None for tp in assignment}
+        if to_timestamp_ms is not None:
             found = consumer.offsets_for_times(
                 [TopicPartition(tp.topic, tp.partition, to_timestamp_ms) for tp in assignment], timeout=10
             )
-            targets = [
-                TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_END) for tp in found
-            ]
+            at_time = {(tp.topic, tp.partition): tp.offset for tp in found}
+        targets = [
+            TopicPartition(tp.topic, tp.partition, rewind_target(at_time[(tp.topic, tp.partition)], stands_at))
+            for tp, stands_at in zip(assignment, self._stands_at(consumer, assignment), strict=True)
+        ]
         for target in targets:
             consumer.seek(target)
         moved = [
             {
                 "topic": tp.topic,
                 "partition": tp.partition,
-                "offset": {OFFSET_BEGINNING: "beginning", OFFSET_END: "end"}.get(tp.offset, tp.offset),
+                "offset": "beginning" if tp.offset == OFFSET_BEGINNING else tp.offset,
             }
             for tp in targets
         ]
@@ -119,6 +123,17 @@ class LabControls:
         )
         self.telemetry.emit("rewind", consumer=self.name, partitions=moved, to_timestamp_ms=to_timestamp_ms)
         return moved
+
+    @staticmethod
+    def _stands_at(consumer: Consumer, partitions: list[TopicPartition]) -> list[int | None]:
+        """Where the member stands in each partition: its position (between polls, everything
+        before it was handled), else its group's committed offset, else None."""
+        stands = {(tp.topic, tp.partition): tp.offset for tp in consumer.position(partitions) if tp.offset >= 0}
+        unknown = [tp for tp in partitions if (tp.topic, tp.partition) not in stands]
+        if unknown:
+            committed = consumer.committed(unknown, timeout=10)
+            stands.update({(tp.topic, tp.partition): tp.offset for tp in committed if tp.offset >= 0})
+        return [stands.get((tp.topic, tp.partition)) for tp in partitions]
 
     def _serve_holds(self, consumer: Consumer) -> None:
         """Start and end holds, and pause every assigned partition of a held topic again (pausing
