@@ -51,16 +51,24 @@ def new_topics(bootstrap_servers: str, name: str) -> Topics:
     return topics
 
 
-def publish(bootstrap_servers: str, topic: str, values: Sequence[bytes]) -> None:
-    """Publish `values` in order (the scenarios' topics have one partition), broker-confirmed."""
-    publish_records(bootstrap_servers, topic, [Record(value, None, ()) for value in values])
+def publish(
+    bootstrap_servers: str, topic: str, values: Sequence[bytes], timestamps_ms: Sequence[int] | None = None
+) -> None:
+    """Publish `values` in order (the scenarios' topics have one partition), broker-confirmed;
+    with `timestamps_ms`, each record carries its own create time."""
+    records = [Record(value, None, ()) for value in values]
+    publish_records(bootstrap_servers, topic, records, timestamps_ms)
 
 
-def publish_records(bootstrap_servers: str, topic: str, records: Sequence[Record]) -> None:
-    """Publish whole records (value, key, headers) in order, broker-confirmed."""
+def publish_records(
+    bootstrap_servers: str, topic: str, records: Sequence[Record], timestamps_ms: Sequence[int] | None = None
+) -> None:
+    """Publish whole records (value, key, headers) in order, broker-confirmed; with
+    `timestamps_ms`, each record carries its own create time."""
     producer = Producer({**client_config(bootstrap_servers), "acks": "all", "enable.idempotence": True})
-    for record in records:
-        producer.produce(topic, value=record.value, key=record.key, headers=list(record.headers))
+    stamps = list(timestamps_ms) if timestamps_ms is not None else [0] * len(records)  # 0: now
+    for record, stamp in zip(records, stamps, strict=True):
+        producer.produce(topic, value=record.value, key=record.key, headers=list(record.headers), timestamp=stamp)
     if producer.flush(30) != 0:
         raise RuntimeError(f"the broker did not confirm the messages to {topic}")
 

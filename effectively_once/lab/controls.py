@@ -204,7 +204,10 @@ class LabProcess:
         self._telemetry.emit("strategy", consumer=self.consumer_name, strategy=chosen.value)
 
     def rewind(self, to_timestamp_ms: int | None) -> Partitions:
+        """Ask every member to rewind, and answer once each has sought (at its next poll: a member
+        inside a long transaction answers when it is done)."""
         futures = [controls.request_rewind(to_timestamp_ms) for _, controls in self.members]
+        log.info("rewind asked; each member seeks at its next poll", extra={"consumer": self.consumer_name})
         return [partition for future in futures for partition in future.result(timeout=30)]
 
     def hold(self, topic: str, seconds: float) -> Partitions:

@@ -8,14 +8,14 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 
 from effectively_once import contract, schema
 from effectively_once.contract import black_box, kafka
-from effectively_once.contract.running import RunningConsumer
+from effectively_once.contract.running import RunningConsumer, wait_for
 from effectively_once.envelope import Envelope
 from services.settings import PROJECT_ROOT, Settings
 from tests.integration.conftest import isolated_schema, service_schema
@@ -97,6 +97,49 @@ def test_every_implementation_rewinds_its_group_and_the_redeliveries_are_duplica
     """POST /rewind on the control endpoint (the panel's rewind button, the soak's rewinds): the
     partitions go back to the beginning, everything is delivered again, and nothing is applied twice."""
     _on_every_implementation(inventory_processes, _rewound_deliveries_are_duplicates)
+
+
+def _a_rewind_skips_nothing_the_member_has_not_had(subject: contract.ProcessSubject) -> None:
+    """The member holds its first message (a stall) while two more arrive, the second written a
+    minute later; a rewind to that minute is asked meanwhile. The member stands before the first
+    of the two, so a rewind that sought the minute's offset would skip it for good."""
+    name = subject.consumer_name("rewind-behind")
+    topics = kafka.new_topics(subject.bootstrap_servers, name)
+    events = [subject.make_event(subject.key()) for _ in range(3)]
+    earlier = datetime.now(UTC) - timedelta(minutes=2)
+    later = earlier + timedelta(minutes=1)
+    stamps = [earlier, earlier, later]
+    with RunningConsumer(subject, name, [topics.events], topics.dead_letters) as consumer:
+        consumer.arm("before_claim", "stall", stall_seconds=120)
+        kafka.publish(subject.bootstrap_servers, topics.events, [events[0].to_json()], [_ms(stamps[0])])
+        wait_for(lambda: consumer.fired("before_claim") == 1, 60, "the member to hold the first message", consumer.tail)
+        kafka.publish(
+            subject.bootstrap_servers, topics.events, [e.to_json() for e in events[1:]], [_ms(t) for t in stamps[1:]]
+        )
+        with ThreadPoolExecutor(1) as pool:  # Python's answer waits for the member's next poll
+            rewinding = pool.submit(consumer.rewind, later.isoformat())
+            wait_for(
+                lambda: rewinding.done() or "rewind asked" in consumer.tail(200),
+                30,
+                "the rewind to be asked",
+                consumer.tail,
+            )
+            consumer.release()
+            rewinding.result()
+        wait_for(lambda: subject.effects_of(events[2]) == 1, 60, "the last message's effect", consumer.tail)
+    assert [subject.effects_of(event) for event in events] == [1, 1, 1], "a message was skipped or applied twice"
+
+
+def test_no_implementation_rewinds_past_a_message_it_has_not_had(
+    inventory_processes: dict[str, contract.ProcessSubject],
+) -> None:
+    """A rewind never moves a member forward (rewind_target): it goes back to the time, or stays
+    where the member stands when the member has not reached the time."""
+    _on_every_implementation(inventory_processes, _a_rewind_skips_nothing_the_member_has_not_had)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
 
 
 # The suite fails what breaks the pattern, seen from outside too: the demo's Python process run

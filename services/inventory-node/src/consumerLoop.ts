@@ -17,6 +17,7 @@ import { type Envelope, PoisonMessage, decode, decodeRecord } from "./envelope.j
 import type { FaultPoints } from "./faults.js";
 import { log } from "./log.js";
 import { type MessageProcessor, RetryLater, TerminalFailure } from "./processor.js";
+import { rewindTarget } from "./rewindTarget.js";
 
 /** The event's ids for what a fault point tells, or null for a message that does not decode. */
 function peek(value: Buffer | null): Envelope | null {
@@ -47,6 +48,7 @@ export class ConsumerLoop {
     private readonly processor: MessageProcessor,
     private readonly deadLetters: DeadLetterPublisher,
     private readonly faults: FaultPoints,
+    private readonly groupId: string,
     private readonly retryCapMs = 5000,
   ) {
     this.consumer.on(this.consumer.events.GROUP_JOIN, (event) => {
@@ -55,20 +57,21 @@ export class ConsumerLoop {
   }
 
   /** Move this member's partitions back to a time (null: the beginning): what follows is delivered
-   * again, and the markers make it duplicates. A partition with nothing at or after the time goes
-   * to its end. */
+   * again, and the markers make it duplicates. Never forward (rewindTarget): a partition the member
+   * has not reached the time in, or with nothing at the time, stays at the group's committed offset. */
   async rewind(admin: Admin, toTimestampMs: number | null): Promise<Moved[]> {
     const moved: Moved[] = [];
     for (const [topic, partitions] of Object.entries(this.assigned)) {
       const ends = await admin.fetchTopicOffsets(topic);
       const found = toTimestampMs === null ? [] : await admin.fetchTopicOffsetsByTimestamp(topic, toTimestampMs);
+      const [committed] = await admin.fetchOffsets({ groupId: this.groupId, topics: [topic] });
       for (const partition of partitions) {
-        const end = ends.find((o) => o.partition === partition);
-        const atTime = found.find((o) => o.partition === partition)?.offset;
-        const offset =
-          toTimestampMs === null ? (end?.low ?? "0") : atTime !== undefined && atTime !== "-1" ? atTime : (end?.high ?? "0");
+        const atTime = toTimestampMs === null ? null : BigInt(found.find((o) => o.partition === partition)?.offset ?? "-1");
+        const stands = committed?.partitions.find((o) => o.partition === partition)?.offset;
+        const target = rewindTarget(atTime, stands === undefined ? null : BigInt(stands));
+        const offset = target === null ? (ends.find((o) => o.partition === partition)?.low ?? "0") : target.toString();
         this.consumer.seek({ topic, partition, offset });
-        moved.push({ topic, partition, offset: toTimestampMs === null ? "beginning" : Number(offset) });
+        moved.push({ topic, partition, offset: target === null ? "beginning" : Number(target) });
       }
     }
     log.warn("rewound partitions; what follows is delivered again", { partitions: moved.length });

@@ -94,7 +94,7 @@ async function main(): Promise<void> {
       faults,
       telemetry,
     );
-    loops.push(new ConsumerLoop(consumer, processor, deadLetters, faults));
+    loops.push(new ConsumerLoop(consumer, processor, deadLetters, faults, group));
   }
 
   const admin = kafka.admin();

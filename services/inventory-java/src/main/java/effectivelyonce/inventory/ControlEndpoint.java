@@ -2,6 +2,7 @@ package effectivelyonce.inventory;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.springframework.http.HttpStatus;
@@ -147,7 +148,13 @@ public class ControlEndpoint {
             "\"to\" must be \"beginning\" or an ISO 8601 time with a zone, not " + ControlDoor.cut(to));
       }
     }
-    var moved = listener.rewind(target);
+    List<Map<String, Object>> moved;
+    try {
+      moved = listener.rewind(target);
+    } catch (Exception unanswered) {
+      throw new Refusal(HttpStatus.SERVICE_UNAVAILABLE,
+          "the broker did not tell the offsets at that time: " + ControlDoor.cut(String.valueOf(unanswered)));
+    }
     Map<String, Object> told = new LinkedHashMap<>();
     told.put("consumer", consumerName);
     told.put("partitions", moved);

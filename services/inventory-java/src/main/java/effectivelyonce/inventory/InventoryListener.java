@@ -4,10 +4,14 @@ import effectivelyonce.inventory.DeadLetters.TerminalFailure;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.kafka.annotation.KafkaListener;
+import org.springframework.kafka.core.KafkaAdmin;
 import org.springframework.kafka.listener.AbstractConsumerSeekAware;
 import org.springframework.kafka.support.Acknowledgment;
 import org.springframework.stereotype.Component;
@@ -31,9 +35,11 @@ public class InventoryListener extends AbstractConsumerSeekAware {
   private final DeadLetters deadLetters;
   private final FaultPoints faults;
   private final String consumerName;
+  private final KafkaAdmin kafkaAdmin;
 
-  public InventoryListener(
-      MessageProcessor processor, DeadLetters deadLetters, FaultPoints faults, ConsumerSettings settings) {
+  public InventoryListener(MessageProcessor processor, DeadLetters deadLetters, FaultPoints faults,
+      ConsumerSettings settings, KafkaAdmin kafkaAdmin) {
+    this.kafkaAdmin = kafkaAdmin;
     this.consumerName = settings.effectiveConsumerName();
     this.processor = processor;
     this.deadLetters = deadLetters;
@@ -88,22 +94,45 @@ public class InventoryListener extends AbstractConsumerSeekAware {
 
   /**
    * Move every assigned partition of every listener thread back to a time (null: the beginning):
-   * what follows is delivered again, and the markers make it duplicates. Spring Kafka queues each
-   * seek for its consumer's thread, which performs it before its next poll.
+   * what follows is delivered again, and the markers make it duplicates. Never forward
+   * (RewindTarget): the time's offsets are asked of the broker now, and Spring Kafka queues each
+   * seek for its consumer's thread, which takes the earlier of that offset and its position before
+   * its next poll.
    */
-  public List<Map<String, Object>> rewind(Long toTimestampMs) {
+  public List<Map<String, Object>> rewind(Long toTimestampMs) throws Exception {
+    var assigned = getTopicsAndCallbacks();
+    Map<TopicPartition, Long> atTime = toTimestampMs == null ? Map.of() : offsetsAt(assigned.keySet(), toTimestampMs);
     List<Map<String, Object>> moved = new java.util.ArrayList<>();
-    for (var partition : getTopicsAndCallbacks().keySet()) {
+    for (var entry : assigned.entrySet()) {
+      TopicPartition partition = entry.getKey();
+      Long found = atTime.get(partition);
+      for (var callback : entry.getValue()) {
+        if (found == null) {
+          callback.seekToBeginning(partition.topic(), partition.partition());
+        } else {
+          callback.seek(partition.topic(), partition.partition(), standsAt -> RewindTarget.of(found, standsAt));
+        }
+      }
       moved.add(Map.of("topic", partition.topic(), "partition", partition.partition(),
-          "offset", toTimestampMs == null ? "beginning" : "time " + toTimestampMs));
-    }
-    if (toTimestampMs == null) {
-      seekToBeginning();
-    } else {
-      seekToTimestamp(toTimestampMs);
+          "offset", found == null ? "beginning" : found < 0 ? "where it stands" : "at most " + found));
     }
     log.warn("rewound {} partition(s); what follows is delivered again", moved.size());
     return moved;
+  }
+
+  /** The first offset at or after `timestampMs` in each partition, -1 where no message is. */
+  private Map<TopicPartition, Long> offsetsAt(java.util.Collection<TopicPartition> partitions, long timestampMs)
+      throws Exception {
+    Map<TopicPartition, OffsetSpec> asked = new java.util.HashMap<>();
+    for (TopicPartition partition : partitions) {
+      asked.put(partition, OffsetSpec.forTimestamp(timestampMs));
+    }
+    try (Admin admin = Admin.create(kafkaAdmin.getConfigurationProperties())) {
+      Map<TopicPartition, Long> found = new java.util.HashMap<>();
+      admin.listOffsets(asked).all().get(10, java.util.concurrent.TimeUnit.SECONDS)
+          .forEach((partition, info) -> found.put(partition, info.offset()));
+      return found;
+    }
   }
 
   /** Publish the dead letter until the broker confirms it; only then may the original be acknowledged. */
