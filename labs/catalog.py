@@ -188,6 +188,8 @@ LABS = (
         "The primary dies: what an asynchronous standby loses",
         failover.run,
         (
+            "tests/e2e/test_soak.py::test_an_asynchronous_standby_loses_acknowledged_work_and_a_rewind_applies_it_once",
+            "tests/e2e/test_soak.py::test_a_short_soak_with_two_replicas_under_every_kind_of_fault_loses_nothing_and_doubles_nothing",
             "tests/e2e/test_postgres_pair.py::test_an_asynchronous_standby_left_behind_loses_commits_that_had_returned",
             "tests/e2e/test_postgres_pair.py::test_every_commit_that_returned_survives_a_failover_to_a_synchronous_standby",
         ),

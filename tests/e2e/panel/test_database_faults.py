@@ -1,6 +1,6 @@
 """On the panel's one-server system, the PostgreSQL pair's controls say what they need and change
 nothing; bad input is a 400 naming the field. (A pair's failover, detach and rewind run in
-tests/e2e/test_postgres_pair.py, on a pair.)"""
+tests/e2e/test_soak.py and tests/e2e/test_postgres_pair.py, on pairs.)"""
 
 from __future__ import annotations
 

@@ -18,8 +18,7 @@ from tests.e2e.panel.conftest import PanelSystem
 from tests.support.workshop import run_and_screenshot
 
 ON_THE_BUILT_IN_RELAY = [lab for lab in LABS if lab.relay == "builtin" and lab.postgres == "single"]
-"""Lab 17 needs a PostgreSQL pair (`make lab NAME=failover`); tests/e2e/test_postgres_pair.py
-proves its behaviour at the database."""
+"""Lab 17 needs a PostgreSQL pair: tests/e2e/test_soak.py runs it on the soak's."""
 
 
 @pytest.fixture(scope="module")
