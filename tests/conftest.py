@@ -21,6 +21,7 @@ from infra.launcher import kafka_broker, provisioning, stack
 from infra.launcher.stack import Endpoints
 from infra.launcher.supervisor import Supervisor
 from services.settings import Settings
+from tests.support.stacks import JAVA_QUICK_START
 
 TIERS = ("unit", "integration", "e2e")
 
@@ -83,7 +84,7 @@ def infrastructure() -> Iterator[Endpoints]:
     elif _docker_engine_answers():
         yield from _containers()
     else:
-        settings = Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None)
+        settings = Settings(DATABASE_URL=None, KAFKA_BOOTSTRAP_SERVERS=None, KAFKA_JVM_OPTIONS=JAVA_QUICK_START)
         was_running = Supervisor(settings.EO_STATE_DIR).is_running()
         endpoints = stack.up(settings, _say, with_platform=False)
         yield endpoints

@@ -43,7 +43,8 @@ def command(java: str, libs: Path, settings: Settings) -> list[str]:
     """The launcher's worker, rendered into the state directory."""
     worker, connectors = debezium.render(settings, state_dir(settings))
     heap = settings.KAFKA_CONNECT_HEAP
-    return debezium.java_command(java, libs, heap, worker, connectors, kafka_broker.LOG4J_CONFIG)
+    options = settings.KAFKA_JVM_OPTIONS.split()
+    return debezium.java_command(java, libs, heap, worker, connectors, kafka_broker.LOG4J_CONFIG, options)
 
 
 def prepare_database(settings: Settings) -> list[str]:

@@ -10,6 +10,7 @@ so nothing written is missed and no snapshot is needed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
@@ -76,15 +77,22 @@ def render_connector(directory: Path, database_url: str, database_name: str, use
 
 
 def java_command(
-    java: str, libs: Path, heap: str, worker: Path, connectors: list[Path], log4j_config: Path | None = None
+    java: str,
+    libs: Path,
+    heap: str,
+    worker: Path,
+    connectors: list[Path],
+    log4j_config: Path | None = None,
+    options: Sequence[str] = ("-XX:+UseG1GC",),
 ) -> list[str]:
-    """A standalone worker's command line, as bin/connect-standalone.sh would build it."""
+    """A standalone worker's command line, as bin/connect-standalone.sh would build it; `options`
+    are the JVM's flags besides the heap."""
     logging = [f"-Dlog4j2.configurationFile={log4j_config}"] if log4j_config is not None else []
     return [
         java,
         f"-Xms{heap}",
         f"-Xmx{heap}",
-        "-XX:+UseG1GC",
+        *options,
         "-Djava.awt.headless=true",
         *logging,
         "-cp",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.settings import PROJECT_ROOT, Settings
+from tests.support.stacks import JAVA_QUICK_START
 from workbench.network import free_ports
 
 
@@ -43,7 +44,9 @@ class LauncherRun:
         default_factory=lambda: Settings().EO_STATE_DIR.parent / f"e2e-{uuid.uuid4().hex[:8]}"
     )
     ports: dict[str, int] = field(default_factory=lambda: _system_ports())
-    overrides: dict[str, str] = field(default_factory=lambda: {"PROMETHEUS_SCRAPE_INTERVAL_SECONDS": "2"})
+    overrides: dict[str, str] = field(
+        default_factory=lambda: {"PROMETHEUS_SCRAPE_INTERVAL_SECONDS": "2", "KAFKA_JVM_OPTIONS": JAVA_QUICK_START}
+    )
 
     @property
     def environment(self) -> dict[str, str]:
