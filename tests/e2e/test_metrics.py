@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -18,16 +17,15 @@ from infra.launcher import processes
 from services.orders.load import place_orders
 from services.settings import Settings
 from services.topology import CONSUMERS, database
-from tests.support.launcher_run import LauncherRun, running_system
+from tests.support.launcher_run import LauncherRun
 from tests.support.waiting import wait_for
 
 ORDERS = 40
 
 
 @pytest.fixture(scope="module")
-def system() -> Iterator[tuple[LauncherRun, Settings]]:
-    with running_system() as run:
-        yield run, run.settings()
+def system(default_system: tuple[LauncherRun, Settings]) -> tuple[LauncherRun, Settings]:
+    return default_system
 
 
 def _prometheus(settings: Settings, expr: str) -> list[dict[str, Any]]:
