@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     serial collector (tests/support/stacks.JAVA_QUICK_START): about 40 % less CPU for a node's first
     minute, slower code after it."""
     BROKERS: int = 1
+    GROUP_PROTOCOL: Literal["classic", "consumer"] = "classic"
+    """The Kafka group protocol of the Python consumers: classic, or consumer (KIP-848: the broker
+    assigns partitions and no rebalance stops a member; docs/consumer-runtime.md)."""
     """Kafka nodes the launcher runs: 1 for the quick demo, 3 for the topology to copy (every topic
     replicated 3 times, min.insync.replicas=2, unclean leader election off): `make up BROKERS=3`."""
 

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -58,6 +58,11 @@ class LoopConfig:
     """librdkafka's `partition.assignment.strategy`. Cooperative-sticky: a rebalance moves only the
     partitions that change owner, and the others go on being consumed meanwhile. "range,roundrobin"
     (eager) for a group shared with a client that has no cooperative protocol (kafkajs)."""
+    group_protocol: Literal["classic", "consumer"] = "classic"
+    """librdkafka's `group.protocol`: "classic" (the client's assignor, its own session timeout)
+    or "consumer" (KIP-848: the broker assigns, incrementally and stickily, and holds the session
+    and heartbeat settings; `assignment` picks its assignor: range for "range,roundrobin", uniform
+    for cooperative-sticky)."""
     kafka: dict[str, Any] = field(default_factory=dict)
     """Extra librdkafka settings."""
 
@@ -69,10 +74,14 @@ class LoopConfig:
             "auto.commit.interval.ms": 1000,
             "enable.auto.offset.store": False,
             "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 1000,
-            "partition.assignment.strategy": self.assignment,
         }
+        if self.group_protocol == "consumer":  # librdkafka refuses the classic settings with it
+            settings["group.protocol"] = "consumer"
+            settings["group.remote.assignor"] = "range" if self.assignment.startswith("range") else "uniform"
+        else:
+            settings["session.timeout.ms"] = 6000
+            settings["heartbeat.interval.ms"] = 1000
+            settings["partition.assignment.strategy"] = self.assignment
         if self.instance_id:
             settings["group.instance.id"] = self.instance_id
         return settings | self.kafka

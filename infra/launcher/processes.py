@@ -366,6 +366,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             environment["CONSUMER_MEMBERS"] = str(members)
             environment["CONSUMER_WORKERS"] = str(settings.CONSUMER_WORKERS)
             environment["CONSUMER_ASSIGNMENT"] = DEMO_ASSIGNMENT
+            environment["CONSUMER_GROUP_PROTOCOL"] = settings.GROUP_PROTOCOL
         if name in ("payment-executor", "notification-dispatcher"):
             environment["PENDING_WORK_MAX_AGE_SECONDS"] = f"{settings.PENDING_WORK_MAX_AGE_SECONDS:g}"
             environment["PENDING_WORK_MAX_DELAY_SECONDS"] = f"{settings.PENDING_WORK_MAX_DELAY_SECONDS:g}"
