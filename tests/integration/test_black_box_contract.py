@@ -5,6 +5,7 @@ implementations: driven only through Kafka, its database and its control endpoin
 from __future__ import annotations
 
 import sys
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -12,11 +13,13 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from confluent_kafka import ConsumerGroupType
 
 from effectively_once import contract, schema
 from effectively_once.contract import black_box, kafka
 from effectively_once.contract.running import RunningConsumer, wait_for
 from effectively_once.envelope import Envelope
+from infra.launcher.kafka_broker import admin_client
 from services.settings import PROJECT_ROOT, Settings
 from tests.integration.conftest import isolated_schema, service_schema
 from tests.integration.test_contract_suite import UNDECLARED, _placed, _units_reserved
@@ -75,6 +78,44 @@ def test_every_implementation_keeps_the_contract_from_outside(
     topics, keys and a schema of its own, and every wait in it is for a condition, so they share
     the machine without touching each other (and the suite takes a third of the time)."""
     _on_every_implementation(inventory_processes, scenario.run)
+
+
+ON_THE_NEW_GROUP_PROTOCOL = ("sequential-duplicate", "crash-after-commit-before-ack", "winner-rolls-back")
+"""Scenarios run again with CONSUMER_GROUP_PROTOCOL=consumer (KIP-848): a redelivery after a crash
+goes through the broker's assignment, and the markers make it a duplicate all the same."""
+
+
+@pytest.mark.parametrize(
+    "scenario", [s for s in contract.BLACK_BOX_SCENARIOS if s.name in ON_THE_NEW_GROUP_PROTOCOL], ids=str
+)
+def test_the_python_and_java_consumers_keep_the_contract_on_the_new_group_protocol(
+    inventory_processes: dict[str, contract.ProcessSubject], scenario: contract.BlackBoxScenario, settings: Settings
+) -> None:
+    """The TypeScript consumer's kafkajs speaks the classic protocol only (docs/stacks/node.md).
+    Every group the scenario made is a consumer group, as the broker tells it."""
+    prefix = f"kip848-{uuid.uuid4().hex[:6]}"
+    subjects = {
+        name: replace(
+            subject,
+            environment={**subject.environment, "CONSUMER_GROUP_PROTOCOL": "consumer"},
+            consumer_prefix=f"{prefix}-{name}",
+        )
+        for name, subject in inventory_processes.items()
+        if name != "node"
+    }
+    _on_every_implementation(subjects, scenario.run)
+    kinds = _group_types(settings, prefix)
+    assert kinds == {"python": "CONSUMER", "java": "CONSUMER"}, (prefix, kinds)
+
+
+def _group_types(settings: Settings, prefix: str) -> dict[str, str]:
+    """Implementation -> the type the broker gives its group, for the groups named with `prefix`."""
+    admin = admin_client(settings.kafka_bootstrap_servers)  # held: the answer needs its handle alive
+    groups = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC, ConsumerGroupType.CONSUMER}).result(30)
+    assert not groups.errors, groups.errors
+    found = {g.group_id.split("-")[2]: g.type.name for g in groups.valid if g.group_id.startswith(prefix)}
+    assert found, sorted(g.group_id for g in groups.valid)[-10:]
+    return found
 
 
 def _rewound_deliveries_are_duplicates(subject: contract.ProcessSubject) -> None:

@@ -35,7 +35,8 @@ public record ConsumerSettings(
     int members,
     String instanceId,
     String logLevel,
-    String telemetryTopic) {
+    String telemetryTopic,
+    String groupProtocol) {
 
   public static final String DEFAULT_CONSUMER_NAME = "inventory-reservation-v1";
   public static final List<String> DEFAULT_TOPICS = List.of("orders.events", "payment.events");
@@ -118,7 +119,16 @@ public record ConsumerSettings(
         members == null ? 1 : (int) number("CONSUMER_MEMBERS", members, 1, 16),
         instance == null ? null : instance.replace("{hostname}", hostname()),
         logLevel(blankToNull(env.get("LOG_LEVEL"))),
-        env.getOrDefault("TELEMETRY_TOPIC", "platform.telemetry").trim());
+        env.getOrDefault("TELEMETRY_TOPIC", "platform.telemetry").trim(),
+        groupProtocol(blankToNull(env.get("CONSUMER_GROUP_PROTOCOL"))));
+  }
+
+  /** CONSUMER_GROUP_PROTOCOL: classic (the default) or consumer (KIP-848), as the Python runtime reads it. */
+  private static String groupProtocol(String protocol) {
+    if (protocol == null || protocol.equals("classic") || protocol.equals("consumer")) {
+      return protocol == null ? "classic" : protocol;
+    }
+    throw new SettingsError("CONSUMER_GROUP_PROTOCOL: classic or consumer, not '" + shorten(protocol) + "'");
   }
 
   /** LOG_LEVEL's names (DEBUG, INFO, WARNING, ERROR, CRITICAL) as Spring Boot's logging reads them. */

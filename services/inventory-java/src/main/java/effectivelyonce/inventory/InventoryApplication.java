@@ -77,13 +77,20 @@ public class InventoryApplication {
         "org.apache.kafka.common.serialization.ByteArrayDeserializer");
     properties.put("spring.kafka.consumer.value-deserializer",
         "org.apache.kafka.common.serialization.ByteArrayDeserializer");
-    properties.put("spring.kafka.consumer.properties.session.timeout.ms", 6000);
-    properties.put("spring.kafka.consumer.properties.heartbeat.interval.ms", 1000);
-    // The strategies every implementation's client knows ("range" for librdkafka, "roundrobin" for
-    // all three), so members of another implementation can share the group while one replaces another.
-    properties.put("spring.kafka.consumer.properties.partition.assignment.strategy",
-        "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.RoundRobinAssignor,"
-            + "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+    if (settings.groupProtocol().equals("consumer")) {
+      // KIP-848: the broker assigns (range, as the demo's Python members ask) and holds the session
+      // and heartbeat settings; the client refuses the classic ones with it.
+      properties.put("spring.kafka.consumer.properties.group.protocol", "consumer");
+      properties.put("spring.kafka.consumer.properties.group.remote.assignor", "range");
+    } else {
+      properties.put("spring.kafka.consumer.properties.session.timeout.ms", 6000);
+      properties.put("spring.kafka.consumer.properties.heartbeat.interval.ms", 1000);
+      // The strategies every implementation's client knows ("range" for librdkafka, "roundrobin" for
+      // all three), so members of another implementation can share the group while one replaces another.
+      properties.put("spring.kafka.consumer.properties.partition.assignment.strategy",
+          "org.apache.kafka.clients.consumer.RangeAssignor,org.apache.kafka.clients.consumer.RoundRobinAssignor,"
+              + "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+    }
     // A record's offset is committed only once the listener called acknowledge() for it, which it
     // does after COMMIT. "manual" queues those acknowledgments and commits them together when the
     // records of one poll are done (and before partitions are revoked): one broker round trip per
