@@ -17,13 +17,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from effectively_once.consumer import wiring
 from effectively_once.consumer.loop import ConsumerLoop
 from effectively_once.kafka_client import client_config
 from services.settings import Settings
 from tests.integration.conftest import Topics
+from tests.integration.test_consumer_loop import _loop
 from tests.support.waiting import wait_for
-from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler, ledger_rows
+from workbench.ledger import entry, ledger_rows
 
 pytestmark = pytest.mark.integration
 
@@ -38,17 +38,8 @@ def _publish(settings: Settings, topic: str, keys: range) -> None:
 
 @contextmanager
 def _member(settings: Settings, runtime_db: str, name: str, topics: Topics, protocol: str) -> Iterator[ConsumerLoop]:
-    loop = wiring.build(
-        name,
-        (topics.events,),
-        {LEDGER_ENTRY: ledger_handler(name)},
-        wiring.ConsumerSettings(
-            DATABASE_URL=runtime_db,
-            KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
-            CONSUMER_GROUP_PROTOCOL=protocol,  # type: ignore[arg-type]
-            CONSUMER_ASSIGNMENT="range,roundrobin",
-        ),
-        dead_letter_topic=topics.dead_letters,
+    loop = _loop(
+        settings, runtime_db, name, topics, CONSUMER_GROUP_PROTOCOL=protocol, CONSUMER_ASSIGNMENT="range,roundrobin"
     )
     stop = threading.Event()
     thread = threading.Thread(target=loop.run, kwargs={"until": stop.is_set})
