@@ -86,11 +86,12 @@ class Settings(BaseSettings):
     serial collector (tests/support/stacks.JAVA_QUICK_START): about 40 % less CPU for a node's first
     minute, slower code after it."""
     BROKERS: int = 1
-    GROUP_PROTOCOL: Literal["classic", "consumer"] = "classic"
-    """The Kafka group protocol of the Python consumers: classic, or consumer (KIP-848: the broker
-    assigns partitions and no rebalance stops a member; docs/consumer-runtime.md)."""
     """Kafka nodes the launcher runs: 1 for the quick demo, 3 for the topology to copy (every topic
     replicated 3 times, min.insync.replicas=2, unclean leader election off): `make up BROKERS=3`."""
+    GROUP_PROTOCOL: Literal["classic", "consumer"] = "classic"
+    """The Kafka group protocol of the consumers (CONSUMER_GROUP_PROTOCOL of each Python and Java
+    process; the TypeScript one speaks classic only): classic, or consumer (KIP-848: the broker
+    assigns partitions and no rebalance stops a member; docs/consumer-runtime.md)."""
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080
