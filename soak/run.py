@@ -41,7 +41,8 @@ class Report:
     load: LoadResult = field(default_factory=LoadResult)
     done: Counter[str] = field(default_factory=Counter)
     """Steps carried out, by kind."""
-    skipped: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+    """Why each step that could not be carried out when its turn came was refused, the last time."""
     not_carried_out: list[str] = field(default_factory=list)
     """Steps of the plan still undone when the run ended (after its extension)."""
     fired: Counter[str] = field(default_factory=Counter)
@@ -229,7 +230,7 @@ class Soak:
                     report.done[step.kind] += 1
                     self._log(started, step.describe())
                 except (ControlError, InjectionError, LaunchError) as error:
-                    report.skipped.append(f"{step.describe()}: {error}")
+                    report.refused[step.describe()] = str(error)
                     self._log(started, f"{step.describe()}: not now ({error}); later")
                     queue.append(step)  # a process may be restarting: try again later
                 next_step = time.monotonic() + (MIN_STEP_INTERVAL if extended else interval)
@@ -333,6 +334,7 @@ def summary(report: Report) -> list[str]:
         ),
         "  faults injected          " + (", ".join(f"{kind} {n}" for kind, n in sorted(report.done.items())) or "none"),
         "  not carried out          " + (", ".join(report.not_carried_out) or "none"),
+        *(f"    ✗ {step}: {report.refused.get(step, 'its turn never came')}" for step in report.not_carried_out),
         f"  crashes that fired       {report.fired.get('crash', 0)} (processes started again: {report.restarts})",
         f"  redeliveries             {report.redeliveries}",
         f"  duplicates absorbed      {report.duplicates}",
