@@ -143,6 +143,8 @@ def measure(one_server: list[float], earlier: Sequence[Row]) -> list[Row]:
             )
         _say("a failover while orders flow at 10/s")
         done = _failover_under_load(pair)
+        if done.rebuilt_after_seconds is None:
+            raise SystemExit(f"bench: the failover did not finish: {done.describe()}")
         mode = "synchronous standby, under 10 orders/s"
         rows += [
             Row("postgres", "failover: standby promoted", done.promoted_after_seconds, "s", detail=mode),

@@ -10,7 +10,8 @@ directory (`postgres/primary`), so that `make up` after any interruption knows w
 - `failover` does what losing the primary's machine does, then what an operator (or Patroni)
   does after it: the primary is marked so that it can only come back read-only, SIGKILLed with
   every process of its own, the standby promoted, and the old primary rebuilt as the new one's
-  standby, so that failovers can repeat.
+  standby, so that failovers can repeat. The failover is logged once the standby is promoted;
+  a rebuild that fails or outlasts STREAMING_TIMEOUT is finished by the next failover or `make up`.
 - `detach_standby` stops the standby's WAL receiver (`attach_standby` starts it again): the
   staging of docs/postgres-failover.md's lab, in which an asynchronous standby falls behind.
 
@@ -28,7 +29,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
@@ -78,14 +79,20 @@ class Failover:
     """Write-ahead log the primary had written and the standby had not received when it was killed:
     with a synchronous standby, what it holds is only work whose commit had not yet returned."""
     promoted_after_seconds: float
-    rebuilt_after_seconds: float
+    rebuilt_after_seconds: float | None
+    """None: the old primary's rebuild did not finish then (the next failover or `make up` finishes it)."""
 
     def describe(self) -> str:
         mode = "synchronous" if self.synchronous else "asynchronous"
+        rebuilt = (
+            f"node {self.old_primary} not rebuilt yet"
+            if self.rebuilt_after_seconds is None
+            else f"node {self.old_primary} rebuilt as its standby in {self.rebuilt_after_seconds:.1f} s"
+        )
         return (
             f"failover at {self.at}: node {self.old_primary} SIGKILLed, node {self.new_primary} promoted in "
             f"{self.promoted_after_seconds:.1f} s ({mode} standby, {self.unreplicated_bytes} bytes of WAL "
-            f"unreplicated); node {self.old_primary} rebuilt as its standby in {self.rebuilt_after_seconds:.1f} s"
+            f"unreplicated); {rebuilt}"
         )
 
 
@@ -194,7 +201,8 @@ def _configuration_value(text: str) -> str:
 
 def rebuild_standby(bindir: Path, settings: Settings, supervisor: Supervisor, node: int, say: Say) -> None:
     """Replace node `node`'s data with a fresh base backup of the primary, as its standby, through
-    a physical slot of its own; the node is stopped first and not started."""
+    a physical slot of its own; the node is stopped first and not started (`bring_back_as_standby`
+    starts it and waits until it streams)."""
     primary = 2 if node == 1 else 1
     supervisor.stop(postgres_cluster.node_names(settings)[node - 1])
     data = postgres_cluster.data_dir(settings, node)
@@ -249,7 +257,6 @@ def rebuild_standby(bindir: Path, settings: Settings, supervisor: Supervisor, no
         configuration.write(f"primary_slot_name = '{slot}'\n")
     postgres_cluster.give_to(data / "standby.signal", user)
     postgres_cluster.give_to(data / "postgresql.auto.conf", user)
-    _rebuild_record(settings, node).unlink(missing_ok=True)
 
 
 def _needs_rebuild(settings: Settings, node: int) -> bool:
@@ -283,6 +290,21 @@ def wait_until_streaming(settings: Settings, standby: int, timeout: float, still
         f"PostgreSQL node {standby} did not stream from node {primary} within {timeout:.0f} s",
         "read both nodes' logs (`make logs`); `make up` again rebuilds the standby if it cannot follow",
     )
+
+
+def bring_back_as_standby(
+    bindir: Path, settings: Settings, supervisor: Supervisor, node: int, say: Say, still_starting: Callable[[], None]
+) -> None:
+    """Start node `node` as the primary's standby, rebuilding it first when it is not one (or a
+    rebuild of it was begun and not seen through), and return once it streams. Only then is the
+    rebuild it needed forgotten: a failover or `make up` interrupted anywhere before finishes it."""
+    if _needs_rebuild(settings, node):
+        _write(_rebuild_record(settings, node), "")
+        rebuild_standby(bindir, settings, supervisor, node, say)
+    supervisor.start(postgres_cluster.node_names(settings)[node - 1])
+    say(f"waiting for node {node} to stream from node {2 if node == 1 else 1}")
+    wait_until_streaming(settings, node, STREAMING_TIMEOUT, still_starting)
+    _rebuild_record(settings, node).unlink(missing_ok=True)
 
 
 def set_synchronous(settings: Settings, on: bool) -> None:
@@ -326,12 +348,8 @@ def start_pair(
     postgres_cluster.wait_until_ready(node_url(settings, primary), 60, watch(names[primary - 1]))
     if in_recovery(settings, primary):
         say(f"promoting node {primary}: a failover to it stopped before its promotion")
-        _execute(settings, primary, "SELECT pg_promote(true, 60)")
-    if _needs_rebuild(settings, standby):
-        rebuild_standby(bindir, settings, supervisor, standby, say)
-    supervisor.start(names[standby - 1])
-    say(f"waiting for node {standby} to stream from node {primary}")
-    wait_until_streaming(settings, standby, STREAMING_TIMEOUT, watch(names[standby - 1]))
+        _promote(settings, primary)
+    bring_back_as_standby(bindir, settings, supervisor, standby, say, watch(names[standby - 1]))
     set_synchronous(settings, settings.POSTGRES_SYNC == "on")
 
 
@@ -399,7 +417,29 @@ def unreplicated_bytes(settings: Settings) -> int:
 
 
 def failover(bindir: Path, settings: Settings, supervisor: Supervisor, say: Say) -> Failover:
-    """SIGKILL the primary, promote the standby, rebuild the old primary as the new one's standby."""
+    """SIGKILL the primary, promote the standby, rebuild the old primary as the new one's standby.
+
+    A failover that stopped after its promotion (its standby's rebuild failed or was slow past
+    STREAMING_TIMEOUT) left the primary with no standby, every synchronous commit waiting: the
+    next one finishes that rebuild before anything else. Every failure is a LaunchError."""
+    try:
+        _finish_an_earlier_rebuild(bindir, settings, supervisor, say)
+        return _fail_over(bindir, settings, supervisor, say)
+    except psycopg.Error as error:
+        raise LaunchError(
+            f"the failover stopped: {type(error).__name__}: {error}".strip(),
+            "`make db` shows the nodes; `make db failover` again finishes a standby's rebuild first",
+        ) from error
+
+
+def _finish_an_earlier_rebuild(bindir: Path, settings: Settings, supervisor: Supervisor, say: Say) -> None:
+    standby = standby_node(settings)
+    if _rebuild_record(settings, standby).exists():
+        say(f"node {standby}: finishing the rebuild an earlier failover began")
+        bring_back_as_standby(bindir, settings, supervisor, standby, say, lambda: None)
+
+
+def _fail_over(bindir: Path, settings: Settings, supervisor: Supervisor, say: Say) -> Failover:
     old, new = primary_node(settings), standby_node(settings)
     names = postgres_cluster.node_names(settings)
     if in_recovery(settings, new) is not True:
@@ -422,24 +462,37 @@ def failover(bindir: Path, settings: Settings, supervisor: Supervisor, say: Say)
     _write(_rebuild_record(settings, old), "")
     _write(_primary_record(settings), f"{new}\n")
     say(f"node {old} SIGKILLed; promoting node {new}")
-    _execute(settings, new, "SELECT pg_promote(true, 60)")
-    promoted = time.monotonic() - started
-    set_synchronous(settings, synchronous)
-    rebuild_standby(bindir, settings, supervisor, old, say)
-    supervisor.start(names[old - 1])
-    wait_until_streaming(settings, old, STREAMING_TIMEOUT, lambda: None)
+    _promote(settings, new)
     done = Failover(
         at=killed_at.isoformat(),
         old_primary=old,
         new_primary=new,
         synchronous=synchronous,
         unreplicated_bytes=lost,
-        promoted_after_seconds=round(promoted, 2),
-        rebuilt_after_seconds=round(time.monotonic() - started, 2),
+        promoted_after_seconds=round(time.monotonic() - started, 2),
+        rebuilt_after_seconds=None,
     )
-    with failover_log(settings).open("a") as log:
-        log.write(json.dumps(asdict(done)) + "\n")
+    try:
+        set_synchronous(settings, synchronous)
+        bring_back_as_standby(bindir, settings, supervisor, old, say, lambda: None)
+        done = replace(done, rebuilt_after_seconds=round(time.monotonic() - started, 2))
+    finally:  # the failover happened either way: the rewind needs its time
+        with failover_log(settings).open("a") as log:
+            log.write(json.dumps(asdict(done)) + "\n")
     return done
+
+
+def _promote(settings: Settings, node: int, timeout: float = 120) -> None:
+    """Promote standby `node` and return once it takes writes."""
+    _execute(settings, node, "SELECT pg_promote(false)")
+    deadline = time.monotonic() + timeout
+    while in_recovery(settings, node) is not False:
+        if time.monotonic() > deadline:
+            raise LaunchError(
+                f"node {node} was asked to promote itself and is still not a primary after {timeout:.0f} s",
+                "read its log (`make logs`); `make up POSTGRES=ha` promotes it when it is back",
+            )
+        time.sleep(0.1)
 
 
 def detach_standby(settings: Settings) -> str:

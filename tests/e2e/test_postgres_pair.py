@@ -122,6 +122,33 @@ def test_a_failover_interrupted_before_its_promotion_is_finished_by_the_next_up(
     assert 7 in _present(settings.admin_database_url)
 
 
+def test_a_failover_whose_rebuild_did_not_finish_is_finished_by_the_next_failover(pair: LauncherRun) -> None:
+    """A failover that promoted its standby and could not rebuild the old primary leaves a primary
+    with no standby: every synchronous commit waits. The next failover rebuilds it first."""
+    settings = postgres_pair.running_pair(pair.settings())[0]
+    supervisor = Supervisor(settings.EO_STATE_DIR)
+    names = postgres_cluster.node_names(settings)
+    old, new = postgres_pair.primary_node(settings), postgres_pair.standby_node(settings)
+    _table(settings.admin_database_url)
+    with psycopg.connect(settings.admin_database_url, autocommit=True) as connection:
+        connection.execute("INSERT INTO acknowledged (n) VALUES (8)")
+    # What failover() does up to its promotion; then the old primary's rebuild fails, stopped.
+    postgres_pair.kill_process_tree(int(supervisor.info(names[old - 1])["pid"]))
+    (settings.EO_STATE_DIR / "postgres" / f"rebuild-node-{old}").write_text("")
+    (settings.EO_STATE_DIR / "postgres" / "primary").write_text(f"{new}\n")
+    supervisor.stop(names[old - 1])
+    with psycopg.connect(postgres_pair.node_url(settings, new), autocommit=True) as connection:
+        connection.execute("SELECT pg_promote(true, 60)")
+
+    again = pair.launcher("db", "failover")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"node {old}: finishing the rebuild an earlier failover began" in again.stdout, again.stdout
+    assert f"node {new} SIGKILLed; promoting node {old}" in again.stdout, again.stdout
+    roles = {node.node: node.role for node in postgres_pair.nodes(settings, supervisor)}
+    assert roles == {old: "primary", new: "standby"}, roles
+    assert 8 in _present(settings.admin_database_url)
+
+
 def test_make_db_acts_only_on_a_pair_and_one_server_does_not_start_from_a_standby(pair: LauncherRun) -> None:
     lone = LauncherRun()
     try:
