@@ -24,15 +24,13 @@ from typing import Any, Literal
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from .. import metrics
-from ..dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
-from ..envelope import Envelope, PoisonMessage, decode
+from ..dead_letters import DeadLetterPublisher
 from ..kafka_client import client_config
 from ..outcomes import Outcome
-from ..telemetry import ids
+from .deliveries import Delivery, decode_all, key, process
 from .lanes import KeyOrderedLanes, acknowledged_prefix
-from .processor import MessageProcessor, TerminalFailure
+from .processor import MessageProcessor
 from .stall_watch import StallWatch
-from .transaction import acknowledgeable
 
 log = logging.getLogger(__name__)
 
@@ -85,32 +83,6 @@ class LoopConfig:
         if self.instance_id:
             settings["group.instance.id"] = self.instance_id
         return settings | self.kafka
-
-
-class ClientFailed(Exception):
-    """librdkafka reported a fatal error (a static member fenced by its own rejoin after a broker
-    restart, for one): the client will never consume again, so the loop ends and the process with
-    it, for its supervisor to start a fresh one. Nothing is lost: only committed work was acknowledged."""
-
-
-@dataclass
-class _Delivery:
-    message: Message
-    event: Envelope | None
-    result: Outcome | TerminalFailure | None = None
-    acknowledged: bool = False
-
-
-def _headers(message: Message) -> list[tuple[str, bytes | None]]:
-    """The record's headers as (name, bytes) pairs, in their order."""
-    found = message.headers() or []
-    pairs = found.items() if isinstance(found, dict) else found
-    return [(name, value.encode() if isinstance(value, str) else value) for name, value in pairs]
-
-
-def _key(delivery: _Delivery) -> str | bytes:
-    """What orders a delivery: its event's key (the order id), else the Kafka message's key."""
-    return delivery.event.key if delivery.event is not None else (delivery.message.key() or b"")
 
 
 class ConsumerLoop:
@@ -268,21 +240,7 @@ class ConsumerLoop:
                 self.stall_watch.progressed(where)
 
     def _handle(self, messages: Sequence[Message]) -> None:
-        deliveries: list[_Delivery] = []
-        for message in messages:
-            error = message.error()
-            if error is not None:
-                if error.fatal() or error.code() == KafkaError._FATAL:  # the event itself says _FATAL
-                    raise ClientFailed(f"the Kafka client failed for good: {error.str()}")
-                if error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("consumer error: %s", error, extra={"consumer": self.name})
-                continue
-            try:
-                event = decode(message.value(), _headers(message), message.key())
-                deliveries.append(_Delivery(message, event))
-            except PoisonMessage as poison:
-                failure = TerminalFailure(poison.reason, poison, poison.message_id)
-                deliveries.append(_Delivery(message, None, failure))
+        deliveries = decode_all(messages, self.name)
         if not deliveries:
             return
         oldest = min(d.message.timestamp()[1] for d in deliveries) / 1000
@@ -308,7 +266,7 @@ class ConsumerLoop:
         self._oldest_unacknowledged.set(0)
         self._retry_round = 0
 
-    def _find_duplicates_ahead(self, deliveries: list[_Delivery]) -> None:
+    def _find_duplicates_ahead(self, deliveries: list[Delivery]) -> None:
         """Mark the deliveries already applied, found in one read, when a run of redeliveries may
         be under way; remember whether this poll held a duplicate (set again in `_process`)."""
         events = [d.event for d in deliveries if d.event is not None]
@@ -321,7 +279,7 @@ class ConsumerLoop:
                 delivery.result = Outcome.DUPLICATE
                 self._look_ahead = True
 
-    def _handle_in_lanes(self, deliveries: list[_Delivery]) -> None:
+    def _handle_in_lanes(self, deliveries: list[Delivery]) -> None:
         """One poll's deliveries over the workers: a key's messages in order on one worker, keys in
         parallel; then each partition's offset is stored at the end of its acknowledged prefix
         only, and a partition with a gap is sought back to it (what came after it is delivered
@@ -329,13 +287,13 @@ class ConsumerLoop:
         assert self._lanes is not None
         size = self.config.batch_size
 
-        def work(processor: MessageProcessor, lane: list[_Delivery]) -> None:
+        def work(processor: MessageProcessor, lane: list[Delivery]) -> None:
             for start in range(0, len(lane), size):
                 chunk = lane[start : start + size]
                 if self._stopping or len(self._process(processor, chunk)) < len(chunk):
                     return  # the rest of this lane waits: a key's later message never overtakes
 
-        self._lanes.run(self.processors, deliveries, work, key=_key)
+        self._lanes.run(self.processors, deliveries, work, key=key)
         self.processor.faults.hit("after_commit_before_ack")
         prefix, gaps = acknowledged_prefix([(d.message, d.acknowledged) for d in deliveries])
         if prefix:
@@ -347,7 +305,7 @@ class ConsumerLoop:
             self._oldest_unacknowledged.set(0)
             self._retry_round = 0
 
-    def _handle_transaction(self, deliveries: list[_Delivery]) -> bool:
+    def _handle_transaction(self, deliveries: list[Delivery]) -> bool:
         """One transaction's worth of deliveries; False when some were left unacknowledged."""
         if self.before_transaction is not None:
             self.before_transaction(self._consumer, [delivery.message for delivery in deliveries])
@@ -358,36 +316,11 @@ class ConsumerLoop:
         self.handled += len(done)
         return len(done) == len(deliveries)
 
-    def _process(self, processor: MessageProcessor, deliveries: list[_Delivery]) -> list[_Delivery]:
-        """Process one transaction's deliveries with `processor` (and dead-letter what failed for
-        good); mark and return the ones that may be acknowledged: committed or dead-lettered."""
-        processor.faults.context = {
-            "consumer": self.name,
-            "keys": ids([d.event.key for d in deliveries if d.event is not None]),
-            "message_ids": ids([d.event.message_id for d in deliveries if d.event is not None]),
-        }
-        to_process = [d for d in deliveries if d.event is not None and d.result is None]
-        if to_process:  # not the duplicates found ahead, already counted
-            batch = processor.process_batch([d.event for d in to_process if d.event is not None])
-            for delivery, result in zip(to_process, batch.results, strict=False):
-                delivery.result = result
-                if result is Outcome.DUPLICATE:
-                    self._look_ahead = True
-            if batch.retry_later:
-                log.warning("database unavailable: %s", batch.retry_later, extra={"consumer": self.name})
-
-        done: list[_Delivery] = []
-        try:
-            for delivery in deliveries:
-                if isinstance(delivery.result, TerminalFailure):
-                    self._dead_letter(processor, delivery, delivery.result)  # acknowledged once confirmed
-                elif not acknowledgeable(delivery.result):
-                    break  # not processed: the database went away
-                done.append(delivery)
-        except DeadLetterUnconfirmed as unconfirmed:
-            log.error("%s", unconfirmed, extra={"consumer": self.name})
-        for delivery in done:
-            delivery.acknowledged = True
+    def _process(self, processor: MessageProcessor, deliveries: list[Delivery]) -> list[Delivery]:
+        """deliveries.process, remembering whether a duplicate came (the next poll looks ahead)."""
+        done = process(processor, self.dead_letters, deliveries, self.name)
+        if any(d.result is Outcome.DUPLICATE for d in deliveries):
+            self._look_ahead = True
         return done
 
     def _acknowledge(self, messages: Sequence[Message]) -> None:
@@ -397,20 +330,6 @@ class ConsumerLoop:
             next_offsets[(message.topic() or "", message.partition() or 0)] = (message.offset() or 0) + 1
         self._consumer.store_offsets(
             offsets=[TopicPartition(topic, partition, offset) for (topic, partition), offset in next_offsets.items()]
-        )
-
-    def _dead_letter(self, processor: MessageProcessor, delivery: _Delivery, failure: TerminalFailure) -> None:
-        message_id = delivery.event.message_id if delivery.event else failure.message_id
-        self.dead_letters.publish(delivery.message, failure.reason, failure.error_class, failure.error_text, message_id)
-        processor.record(
-            delivery.event,
-            Outcome.TERMINAL_FAILURE,
-            reason=failure.reason,
-            error_class=failure.error_class,
-            kafka_key=(delivery.message.key() or b"").decode(errors="replace") or None,
-            topic=delivery.message.topic(),
-            partition=delivery.message.partition(),
-            offset=delivery.message.offset(),
         )
 
     def _rewind(self, pending: Sequence[Message]) -> None:
