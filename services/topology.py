@@ -81,6 +81,11 @@ CONSUMERS: tuple[Consumer, ...] = (
     Consumer("sales-projection-v1", "notification", (PAYMENT_EVENTS,)),
 )
 
+SHARE_GROUP_CONSUMERS: tuple[str, ...] = ("notification-dispatch-v1", "sales-projection-v1")
+"""The consumers whose changes do not depend on the order of their messages, which may run as a
+share group (SHARE_GROUPS=on: any number of members, records handed out one by one; the saga,
+the reservation and the payment need each order's events in order, which only partitions keep)."""
+
 AUDITOR_ROLE = "auditor"
 """A read-only role that may connect to every service database: the auditor's and the panel's."""
 RELAY_ROLE = "outbox_relay"

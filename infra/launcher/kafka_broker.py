@@ -20,14 +20,21 @@ from pathlib import Path
 from string import Template
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from effectively_once.kafka_client import client_config
 from infra.launcher import maven_jars
 from infra.launcher.errors import LaunchError
 from services.kafka_access import ADMIN
 from services.settings import PROJECT_ROOT, Settings
-from services.topology import TELEMETRY_TOPIC, TOPIC_PARTITIONS, all_topics
+from services.topology import SHARE_GROUP_CONSUMERS, TELEMETRY_TOPIC, TOPIC_PARTITIONS, all_topics
 
 KAFKA_DIR = PROJECT_ROOT / "infra" / "kafka"
 POM = KAFKA_DIR / "pom.xml"
@@ -237,6 +244,53 @@ def wait_until_replicated(
 
 TOPIC_CONFIG = {TELEMETRY_TOPIC: {"retention.ms": str(24 * 3600 * 1000)}}
 """Telemetry is for looking back over a workshop day, not for keeping."""
+
+
+SHARE_GROUP_CONFIG = {"share.auto.offset.reset": "earliest"}
+"""What each share group starts with: from the beginning of its topics (a share group's own default
+is the end, which would skip what was written before its first member joined)."""
+
+
+def ensure_share_groups(
+    bootstrap_servers: str, groups: tuple[str, ...] = SHARE_GROUP_CONSUMERS, lock_seconds: float | None = None
+) -> None:
+    """Give each share group its configuration (before or after it has members: both hold), and
+    with `lock_seconds` how long a record stays locked to the member that received it (the
+    broker's group.share.record.lock.duration.ms otherwise, 30 s)."""
+    admin = admin_client(bootstrap_servers)
+    config = dict(SHARE_GROUP_CONFIG)
+    if lock_seconds is not None:
+        config["share.record.lock.duration.ms"] = str(round(lock_seconds * 1000))
+    resources = [
+        ConfigResource(
+            ResourceType.GROUP,
+            group,
+            incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET) for name, value in config.items()
+            ],
+        )
+        for group in groups
+    ]
+    for group, future in admin.incremental_alter_configs(resources).items():
+        try:
+            future.result()
+        except KafkaException as error:
+            raise LaunchError(
+                f"could not configure share group {group}: {error}", "read the broker's log (`make logs`)"
+            ) from error
+    # A member that joins before its group's configuration reached the group coordinator would
+    # start the group at the end of the topics: return once the brokers show it.
+    deadline = time.monotonic() + 30
+    while not all(_shows(admin, group, config) for group in groups):
+        if time.monotonic() > deadline:
+            raise LaunchError("the share groups' configuration did not show within 30 s", "read the brokers' logs")
+        time.sleep(0.1)
+
+
+def _shows(admin: AdminClient, group: str, config: dict[str, str]) -> bool:
+    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+    entries = next(iter(described.values())).result()
+    return all(name in entries and entries[name].value == value for name, value in config.items())
 
 
 def ensure_topics(bootstrap_servers: str, topics: tuple[str, ...] = ()) -> list[str]:
