@@ -241,7 +241,11 @@ def _runtime(runtime: RuntimeControl, path: str, method: str, environ: dict[str,
             target = parse_rewind_target(_read(environ, RewindRequest).to)
         except ValueError as error:
             raise Refusal("400 Bad Request", str(error)) from None
-        return "200 OK", {"consumer": runtime.consumer_name, "partitions": runtime.rewind(target)}
+        try:
+            partitions = runtime.rewind(target)
+        except ValueError as error:
+            raise Refusal("409 Conflict", str(error)) from None
+        return "200 OK", {"consumer": runtime.consumer_name, "partitions": partitions}
     if path == "/hold" and method == "GET":
         return "200 OK", runtime.holds()
     if path == "/hold" and method == "POST":

@@ -50,6 +50,21 @@ STALL_RECOVERIES = Counter(
     "What the member did about a stalled partition: seek (to its committed offset), rejoin (the group).",
     ["consumer", "how"],
 )
+SHARE_MEMBERS = Gauge(
+    "eo_consumer_share_members",
+    "Share-group members this process runs that are consuming now (CONSUMER_SHARE_GROUP).",
+    ["consumer"],
+)
+SHARE_REDELIVERIES = Counter(
+    "eo_consumer_share_redeliveries",
+    "Records a share-group member received more than once (a released record, or a lock that expired).",
+    ["consumer"],
+)
+SHARE_ACKNOWLEDGEMENTS_REFUSED = Counter(
+    "eo_consumer_share_acknowledgements_refused",
+    "Share-group acknowledgements the broker refused: a record whose lock had expired is another member's.",
+    ["consumer"],
+)
 OLDEST_UNACKNOWLEDGED_SECONDS = Gauge(
     "eo_consumer_oldest_unacknowledged_seconds",
     "Age of the oldest message received but not yet acknowledged (0 when none).",

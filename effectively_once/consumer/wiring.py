@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal, Protocol
 
@@ -21,7 +22,7 @@ import psycopg
 from confluent_kafka import Consumer, Message, Producer
 from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..dead_letters import DeadLetterPublisher
 from ..faults import FaultPoints
@@ -35,6 +36,7 @@ from ..safe_horizon import Verdict, Window, verdict
 from ..telemetry import Telemetry
 from .loop import ConsumerLoop, LoopConfig
 from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig, path_for
+from .share_loop import ShareGroupLoop, ShareLoopConfig
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,26 @@ class ConsumerSettings(ProcessSettings):
     CONSUMER_MEMBERS: int = Field(default=1, ge=1, le=16)
     """Members of the consumer group this process runs, each on its own thread, connection and
     partitions. Above 1, a duplicate that reaches two partitions really races."""
+    CONSUMER_SHARE_GROUP: bool = False
+    """Consume as a share group (KIP-932, brokers 4.2 and later; consumer/share_loop.py): records,
+    not partitions, are handed out, any number of members share the partitions, and each record is
+    acknowledged on its own. No per-key order; one worker per member; no rewind."""
+    CONSUMER_SHARE_MEMBERS: int = Field(default=4, ge=1, le=16)
+    """With CONSUMER_SHARE_GROUP, the share-group members this process runs (in place of
+    CONSUMER_MEMBERS): more than a topic's partitions is what a share group is for."""
+
+    @model_validator(mode="after")
+    def _one_worker_per_share_member(self) -> ConsumerSettings:
+        if self.CONSUMER_SHARE_GROUP and self.CONSUMER_WORKERS > 1:
+            raise ValueError(
+                "CONSUMER_SHARE_GROUP takes one worker per member (a share group keeps no order for"
+                " lanes to keep): run more members (CONSUMER_MEMBERS) instead of CONSUMER_WORKERS"
+            )
+        return self
+
+
+Member = ConsumerLoop | ShareGroupLoop
+"""A member of a consumer group or of a share group (CONSUMER_SHARE_GROUP)."""
 
 
 class MemberHooks(Protocol):
@@ -110,7 +132,7 @@ class Attachment(Protocol):
         """The hooks of one more member, before its loop is built."""
         ...
 
-    def runtime(self, members: Sequence[tuple[ConsumerLoop, MemberHooks]]) -> object:
+    def runtime(self, members: Sequence[tuple[Member, MemberHooks]]) -> object:
         """What the control endpoint serves for the process's members (its `runtime`)."""
         ...
 
@@ -119,32 +141,30 @@ Attach = Callable[[str, "ConsumerSettings", Telemetry, Mapping[Strategy, Callabl
 """Makes a process's attachment from its consumer name, settings, telemetry and the paths it was given."""
 
 
-def build(
+@dataclass(frozen=True)
+class _MemberParts:
+    """What either kind of member is made of."""
+
+    processor: MessageProcessor
+    workers: list[MessageProcessor]
+    dead_letters: DeadLetterPublisher
+    close: Callable[[], None]
+
+
+def _member_parts(
     consumer_name: str,
     topics: tuple[str, ...],
     handlers: Mapping[str, Handler],
     settings: ConsumerSettings,
-    dead_letter_topic: str | None = None,
-    faults: FaultPoints | None = None,
-    bulk_handlers: Mapping[str, BulkHandler] | None = None,
-    kafka: Mapping[str, object] | None = None,
-    ignored_types: Iterable[str] = (),
-    telemetry: Telemetry | None = None,
-    paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
-    between_polls: Callable[[Consumer], None] | None = None,
-    windows: Sequence[Window] = (),
-    purge: bool = True,
-    held_on_purpose: Callable[[], Collection[str]] = frozenset,
-    before_transaction: Callable[[Consumer, Sequence[Message]], None] | None = None,
-) -> ConsumerLoop:
-    """A ready consumer loop. Its connection pools start connecting in the background; the Kafka
-    client joins the group once the loop runs.
-
-    `windows`: how long a message may come back through ways Kafka cannot show (a remote side's
-    idempotency-key lifetime); the marker purge weighs them with what Kafka shows. `purge=False`
-    leaves the marker purge to the caller (`run` starts one per process, not one per member).
-    `held_on_purpose`: the topics `between_polls` holds back (the lab controls' hold), which the
-    stall watch must not take for stalled; `before_transaction`: the loop hook of that name."""
+    dead_letter_topic: str | None,
+    faults: FaultPoints | None,
+    bulk_handlers: Mapping[str, BulkHandler] | None,
+    ignored_types: Iterable[str],
+    telemetry: Telemetry | None,
+    paths: Mapping[Strategy, Callable[[], Path]],
+    windows: Sequence[Window],
+    purge: bool,
+) -> _MemberParts:
     faults = faults or FaultPoints()
     if settings.EO_FAULTS:
         faults.arm_from_spec(settings.EO_FAULTS)
@@ -190,6 +210,59 @@ def build(
         }
     )
     dead_letters = DeadLetterPublisher(producer, consumer_name, dead_letter_topic or f"dlq.{consumer_name}")
+    closers: list[Callable[[], None]] = [pool.close for pool in pools]
+    purger = marker_purger(settings, consumer_name, topics, dead_letters.topic, windows) if purge else None
+    if purger is not None:
+        purger.start()
+        closers.insert(0, purger.stop)
+
+    def close_all() -> None:
+        for close in closers:
+            close()
+
+    return _MemberParts(processor, workers, dead_letters, close_all)
+
+
+def build(
+    consumer_name: str,
+    topics: tuple[str, ...],
+    handlers: Mapping[str, Handler],
+    settings: ConsumerSettings,
+    dead_letter_topic: str | None = None,
+    faults: FaultPoints | None = None,
+    bulk_handlers: Mapping[str, BulkHandler] | None = None,
+    kafka: Mapping[str, object] | None = None,
+    ignored_types: Iterable[str] = (),
+    telemetry: Telemetry | None = None,
+    paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+    between_polls: Callable[[Consumer], None] | None = None,
+    windows: Sequence[Window] = (),
+    purge: bool = True,
+    held_on_purpose: Callable[[], Collection[str]] = frozenset,
+    before_transaction: Callable[[Consumer, Sequence[Message]], None] | None = None,
+) -> ConsumerLoop:
+    """A ready consumer-group member. Its connection pools start connecting in the background; the
+    Kafka client joins the group once the loop runs.
+
+    `windows`: how long a message may come back through ways Kafka cannot show (a remote side's
+    idempotency-key lifetime); the marker purge weighs them with what Kafka shows. `purge=False`
+    leaves the marker purge to the caller (`run` starts one per process, not one per member).
+    `held_on_purpose`: the topics `between_polls` holds back (the lab controls' hold), which the
+    stall watch must not take for stalled; `before_transaction`: the loop hook of that name."""
+    parts = _member_parts(
+        consumer_name,
+        topics,
+        handlers,
+        settings,
+        dead_letter_topic,
+        faults,
+        bulk_handlers,
+        ignored_types,
+        telemetry,
+        paths,
+        windows,
+        purge,
+    )
     loop_config = LoopConfig(
         bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
         topics=topics,
@@ -201,26 +274,57 @@ def build(
         group_protocol=settings.CONSUMER_GROUP_PROTOCOL,
         kafka=dict(kafka or {}),
     )
-    closers: list[Callable[[], None]] = [pool.close for pool in pools]
-    purger = marker_purger(settings, consumer_name, topics, dead_letters.topic, windows) if purge else None
-    if purger is not None:
-        purger.start()
-        closers.insert(0, purger.stop)
-
-    def close_all() -> None:
-        for close in closers:
-            close()
-
     return ConsumerLoop(
         loop_config,
-        processor,
-        dead_letters,
-        on_close=close_all,
+        parts.processor,
+        parts.dead_letters,
+        on_close=parts.close,
         between_polls=between_polls,
-        workers=workers,
+        workers=parts.workers,
         held_on_purpose=held_on_purpose,
         before_transaction=before_transaction,
     )
+
+
+def build_share_member(
+    consumer_name: str,
+    topics: tuple[str, ...],
+    handlers: Mapping[str, Handler],
+    settings: ConsumerSettings,
+    dead_letter_topic: str | None = None,
+    faults: FaultPoints | None = None,
+    kafka: Mapping[str, object] | None = None,
+    ignored_types: Iterable[str] = (),
+    telemetry: Telemetry | None = None,
+    paths: Mapping[Strategy, Callable[[], Path]] = PATHS,
+    windows: Sequence[Window] = (),
+    purge: bool = True,
+) -> ShareGroupLoop:
+    """A ready share-group member (CONSUMER_SHARE_GROUP; consumer/share_loop.py), built as `build`
+    builds a consumer-group member, with none of its hooks: a share group has no partitions of
+    its own to hold back or rewind."""
+    parts = _member_parts(
+        consumer_name,
+        topics,
+        handlers,
+        settings,
+        dead_letter_topic,
+        faults,
+        None,
+        ignored_types,
+        telemetry,
+        paths,
+        windows,
+        purge,
+    )
+    share_config = ShareLoopConfig(
+        bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
+        topics=topics,
+        group_id=settings.CONSUMER_GROUP or consumer_name,
+        batch_size=settings.CONSUMER_BATCH_SIZE,
+        kafka=dict(kafka or {}),
+    )
+    return ShareGroupLoop(share_config, parts.processor, parts.dead_letters, on_close=parts.close)
 
 
 def marker_purger(
@@ -283,31 +387,47 @@ def run(
         raise SystemExit(
             f"CONSUMER_STRATEGY={settings.CONSUMER_STRATEGY.value} is a teaching strategy this process was not given"
         )
-    loops: list[ConsumerLoop] = []
-    members: list[tuple[ConsumerLoop, MemberHooks]] = []  # the attachment's view of them
-    for member in range(settings.CONSUMER_MEMBERS):
+    loops: list[Member] = []
+    members: list[tuple[Member, MemberHooks]] = []  # the attachment's view of them
+    count = settings.CONSUMER_SHARE_MEMBERS if settings.CONSUMER_SHARE_GROUP else settings.CONSUMER_MEMBERS
+    for member in range(count):
         instance_id = (
             settings.EO_INSTANCE_ID.replace("{hostname}", socket.gethostname()) if settings.EO_INSTANCE_ID else None
         )
-        if instance_id and settings.CONSUMER_MEMBERS > 1:
+        if instance_id and count > 1:
             instance_id = f"{instance_id}-m{member}"
         member_settings = settings.model_copy(update={"EO_INSTANCE_ID": instance_id})
         hooks = attachment.member() if attachment is not None else None
-        loop = build(
-            consumer_name,
-            topics,
-            handlers,
-            member_settings,
-            dead_letter_topic,
-            faults=faults,
-            ignored_types=ignored_types,
-            telemetry=telemetry,
-            paths=paths,
-            between_polls=hooks.between_polls if hooks is not None else None,
-            purge=False,
-            held_on_purpose=hooks.held_on_purpose if hooks is not None else frozenset,
-            before_transaction=hooks.before_transaction if hooks is not None else None,
-        )
+        loop: Member
+        if settings.CONSUMER_SHARE_GROUP:
+            loop = build_share_member(
+                consumer_name,
+                topics,
+                handlers,
+                member_settings,
+                dead_letter_topic,
+                faults=faults,
+                ignored_types=ignored_types,
+                telemetry=telemetry,
+                paths=paths,
+                purge=False,
+            )
+        else:
+            loop = build(
+                consumer_name,
+                topics,
+                handlers,
+                member_settings,
+                dead_letter_topic,
+                faults=faults,
+                ignored_types=ignored_types,
+                telemetry=telemetry,
+                paths=paths,
+                between_polls=hooks.between_polls if hooks is not None else None,
+                purge=False,
+                held_on_purpose=hooks.held_on_purpose if hooks is not None else frozenset,
+                before_transaction=hooks.before_transaction if hooks is not None else None,
+            )
         loops.append(loop)
         if hooks is not None:
             members.append((loop, hooks))
@@ -342,7 +462,7 @@ def run(
     )
 
 
-def _run_member(loop: ConsumerLoop) -> None:
+def _run_member(loop: Member) -> None:
     """One member; if it dies, the whole process goes, so its supervisor restarts it whole."""
     try:
         loop.run()

@@ -19,10 +19,9 @@ from functools import partial
 
 import psycopg
 
-from ..consumer.loop import ConsumerLoop
 from ..consumer.processor import PATHS as CORRECT_ONLY
 from ..consumer.processor import MessageProcessor, Path
-from ..consumer.wiring import ConsumerSettings, MemberHooks
+from ..consumer.wiring import ConsumerSettings, Member, MemberHooks
 from ..outcomes import Strategy
 from ..telemetry import Telemetry
 from . import strategy_store
@@ -62,7 +61,7 @@ class LabAttachment:
         """A new member's controls."""
         return LabControls(self.consumer_name, self.telemetry)
 
-    def runtime(self, members: Sequence[tuple[ConsumerLoop, MemberHooks]]) -> LabProcess:
+    def runtime(self, members: Sequence[tuple[Member, MemberHooks]]) -> LabProcess:
         """The members as the control endpoint serves them (strategy, rewind, hold, horizon);
         each member's controls read its strategy from its processor from now on."""
         controls = [(loop, hooks) for loop, hooks in members if isinstance(hooks, LabControls)]

@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message,
 
 from ..consumer.loop import ConsumerLoop
 from ..consumer.processor import Path, path_for
+from ..consumer.share_loop import ShareGroupLoop
 from ..consumer.transaction import CorrectPath
 from ..outcomes import Strategy
 from ..retention import purge_markers
@@ -168,7 +169,7 @@ class LabProcess:
     def __init__(
         self,
         consumer_name: str,
-        members: list[tuple[ConsumerLoop, LabControls]],
+        members: list[tuple[ConsumerLoop | ShareGroupLoop, LabControls]],
         database_url: str,
         telemetry: Telemetry,
         configured_horizon: timedelta | None = None,
@@ -183,8 +184,15 @@ class LabProcess:
         """The paths the process was given: what a switch may choose."""
 
     @property
-    def _first(self) -> ConsumerLoop:
+    def _first(self) -> ConsumerLoop | ShareGroupLoop:
         return self.members[0][0]
+
+    def _refuse_for_a_share_group(self, what: str) -> None:
+        if isinstance(self._first, ShareGroupLoop):
+            raise ValueError(
+                f"{self.consumer_name} consumes as a share group: it has no partitions of its own to {what}"
+                " (a record is handed out, locked and acknowledged on its own; docs/share-groups.md)"
+            )
 
     def strategy(self) -> str:
         return self._first.processor.config.strategy.value
@@ -206,6 +214,7 @@ class LabProcess:
     def rewind(self, to_timestamp_ms: int | None) -> Partitions:
         """Ask every member to rewind, and answer once each has sought (at its next poll: a member
         inside a long transaction answers when it is done)."""
+        self._refuse_for_a_share_group("rewind")
         futures = [controls.request_rewind(to_timestamp_ms) for _, controls in self.members]
         log.info("rewind asked; each member seeks at its next poll", extra={"consumer": self.consumer_name})
         return [partition for future in futures for partition in future.result(timeout=30)]
@@ -214,6 +223,7 @@ class LabProcess:
         if topic not in self._first.config.topics:
             topics = ", ".join(self._first.config.topics)
             raise ValueError(f"{self.consumer_name} does not consume {topic!r}; it consumes {topics}")
+        self._refuse_for_a_share_group("hold back")
         futures = [controls.request_hold(topic, seconds) for _, controls in self.members]
         held = [partition for future in futures for partition in future.result(timeout=30)]
         self._telemetry.emit("hold", consumer=self.consumer_name, topic=topic, seconds=seconds)

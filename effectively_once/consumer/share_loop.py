@@ -1,0 +1,152 @@
+"""A share-group member (Kafka's KIP-932, "queues for Kafka"): poll, process, and acknowledge
+each record on its own, after its transaction.
+
+In a share group the broker hands out records, not partitions: any number of members read the
+same partitions, and each record is locked to the one member that received it. The member then
+acknowledges it, in explicit mode, one of three ways:
+
+- ACCEPT, once its transaction committed (applied, or found a duplicate by its marker);
+- REJECT, once its dead letter was confirmed (it is never delivered again);
+- RELEASE, when it was not processed (the database went away): another delivery, maybe to
+  another member, tries again.
+
+A record whose lock expires before it is acknowledged (`share.record.lock.duration.ms`, 30 s by
+default) goes to another member while the first may still be at work on it: the same message is
+processed twice at once, as a matter of course. The marker, claimed in the same transaction as
+the change, lets exactly one of them apply it; the other finds it taken and counts a duplicate.
+The late member's acknowledgement is no longer the record's: the broker refuses it when it still
+holds the record otherwise (INVALID_RECORD_STATE, logged and counted) and it changes nothing when
+the other member's acceptance came first; either way nothing is lost or applied twice.
+
+There is no per-key order and no offset to rewind: a share group suits consumers whose changes
+do not depend on their order (the sales projection, the notifications), not the saga's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer, TopicPartition
+
+from .. import metrics
+from ..dead_letters import DeadLetterPublisher
+from ..kafka_client import client_config
+from .deliveries import Delivery, decode_all, process
+from .processor import MessageProcessor, TerminalFailure
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ShareLoopConfig:
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    group_id: str
+    """The share group (its own namespace: a consumer group of the same name is another group)."""
+    batch_size: int = 1
+    """Records per database transaction (batched mode above 1)."""
+    poll_timeout_seconds: float = 0.5
+    kafka: dict[str, Any] = field(default_factory=dict)
+    """Extra librdkafka settings."""
+
+    def consumer_settings(self) -> dict[str, Any]:
+        return {
+            **client_config(self.bootstrap_servers),
+            "group.id": self.group_id,
+            "share.acknowledgement.mode": "explicit",
+        } | self.kafka
+
+
+class ShareGroupLoop:
+    """One share-group member: its processor, its dead-letter topic, its acknowledgements."""
+
+    def __init__(
+        self,
+        config: ShareLoopConfig,
+        processor: MessageProcessor,
+        dead_letters: DeadLetterPublisher,
+        consumer_factory: Callable[[dict[str, Any]], ShareConsumer] = ShareConsumer,
+        on_close: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.config = config
+        self.processor = processor
+        self.processors = [processor]
+        self.dead_letters = dead_letters
+        self.name = processor.config.consumer_name
+        self._consumer = consumer_factory(config.consumer_settings())
+        self._on_close = on_close
+        self._stopping = False
+        self.handled = 0
+        """Deliveries acknowledged so far (accepted or rejected)."""
+        self.refused = 0
+        """Acknowledgements the broker refused: records whose lock had expired, now another's."""
+
+    def stop(self) -> None:
+        """Finish the poll in hand, then leave (SIGTERM calls this)."""
+        self._stopping = True
+
+    def run(self, until: Callable[[], bool] = lambda: False) -> None:
+        """Consume until stop() or `until()`; then close, sending what is acknowledged."""
+        self._consumer.subscribe(list(self.config.topics))
+        log.info("consuming %s as a share group", ", ".join(self.config.topics), extra={"consumer": self.name})
+        consuming = metrics.SHARE_MEMBERS.labels(self.name)
+        consuming.inc()
+        try:
+            while not self._stopping and not until():
+                messages = list(self._consumer.poll(self.config.poll_timeout_seconds))
+                if messages:
+                    self.handle(messages)
+        finally:
+            consuming.dec()
+            self._consumer.close()
+            self.processor.close()
+            self._on_close()
+
+    def handle(self, messages: Sequence[Message]) -> None:
+        """Process one poll's records a transaction at a time; acknowledge every one of them (the
+        client polls again only then), and send the acknowledgements."""
+        deliveries = decode_all(messages, self.name)
+        redelivered = sum(1 for d in deliveries if (d.message.delivery_count() or 1) > 1)
+        if redelivered:
+            metrics.SHARE_REDELIVERIES.labels(self.name).inc(redelivered)
+        size = self.config.batch_size
+        start = 0
+        while start < len(deliveries) and not self._stopping:
+            chunk = deliveries[start : start + size]
+            done = process(self.processor, self.dead_letters, chunk, self.name)
+            self.processor.faults.hit("after_commit_before_ack")
+            for delivery in done:
+                self._consumer.acknowledge(delivery.message, _acknowledgement(delivery))
+            self.handled += len(done)
+            start += len(done)
+            if len(done) < len(chunk):
+                break  # the database went away: the rest goes back to the group
+        for delivery in deliveries[start:]:
+            self._consumer.acknowledge(delivery.message, AcknowledgeType.RELEASE)
+        self._send_acknowledgements()
+
+    def _send_acknowledgements(self) -> None:
+        try:
+            results: dict[TopicPartition, KafkaException | None] = self._consumer.commit_sync()
+        except KafkaException as error:  # sent again with the next poll; a lost one is a redelivery
+            log.warning("acknowledgements not confirmed: %s", error, extra={"consumer": self.name})
+            return
+        for partition, refusal in results.items():
+            if refusal is not None:
+                self.refused += 1
+                metrics.SHARE_ACKNOWLEDGEMENTS_REFUSED.labels(self.name).inc()
+                log.warning(
+                    "acknowledgements on %s/%d refused: %s (a record whose lock expired is another member's now)",
+                    partition.topic,
+                    partition.partition,
+                    refusal,
+                    extra={"consumer": self.name},
+                )
+
+
+def _acknowledgement(delivery: Delivery) -> AcknowledgeType:
+    """REJECT for what was dead-lettered, ACCEPT for what committed (applied or a duplicate)."""
+    return AcknowledgeType.REJECT if isinstance(delivery.result, TerminalFailure) else AcknowledgeType.ACCEPT
