@@ -92,6 +92,13 @@ class Settings(BaseSettings):
     """The Kafka group protocol of the consumers (CONSUMER_GROUP_PROTOCOL of each Python and Java
     process; the TypeScript one speaks classic only): classic, or consumer (KIP-848: the broker
     assigns partitions and no rebalance stops a member; docs/consumer-runtime.md)."""
+    SHARE_GROUPS: Literal["off", "on"] = "off"
+    """on: the sales projection and the notification dispatch consume as share groups (KIP-932),
+    each process running SHARE_MEMBERS members over the topics' partitions, every record
+    acknowledged on its own after its transaction (docs/share-groups.md)."""
+    SHARE_MEMBERS: int = Field(default=4, ge=1, le=16)
+    """Share-group members in each such process: more than a topic's partitions, which a consumer
+    group could not use."""
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080

@@ -59,6 +59,10 @@ REPLICATED = {OUTBOX_RELAY, "orders-saga", "inventory", "payment", "notification
 per-key advisory locks let any number run). Replica k of `inventory` is `inventory-k` (k ≥ 2)."""
 
 
+SHARE_GROUP_PROGRAMS = {"notification", "sales-projection"}
+"""The programs of services.topology.SHARE_GROUP_CONSUMERS: share groups with SHARE_GROUPS=on."""
+
+
 @dataclass(frozen=True)
 class Instance:
     name: str
@@ -367,6 +371,12 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             environment["CONSUMER_WORKERS"] = str(settings.CONSUMER_WORKERS)
             environment["CONSUMER_ASSIGNMENT"] = DEMO_ASSIGNMENT
             environment["CONSUMER_GROUP_PROTOCOL"] = settings.GROUP_PROTOCOL
+        program = name if instance.replica == 1 else name.rsplit("-", 1)[0]
+        if members and program in SHARE_GROUP_PROGRAMS:
+            environment["CONSUMER_SHARE_GROUP"] = settings.SHARE_GROUPS
+            environment["CONSUMER_SHARE_MEMBERS"] = str(settings.SHARE_MEMBERS)
+            if settings.SHARE_GROUPS == "on":
+                environment["CONSUMER_WORKERS"] = "1"  # a share member has one; more members instead
         if name in ("payment-executor", "notification-dispatcher"):
             environment["PENDING_WORK_MAX_AGE_SECONDS"] = f"{settings.PENDING_WORK_MAX_AGE_SECONDS:g}"
             environment["PENDING_WORK_MAX_DELAY_SECONDS"] = f"{settings.PENDING_WORK_MAX_DELAY_SECONDS:g}"
