@@ -6,7 +6,8 @@
 #   second: the unit and integration tests and the panel's end-to-end package;
 #   third:  what runs the Java and TypeScript consumers (the black-box contract suite, the saga
 #           with either in the inventory slot), the HTTP APIs' conformance, the relay's leader-loss
-#           staging, the example service's contract suite and the PostgreSQL pair's failovers.
+#           staging, the example service's contract suite, the PostgreSQL pair's failovers and the
+#           system with share groups.
 #
 # Most of any run's time is spent waiting on processes (about half a core is busy on average),
 # so on two cores they overlap well; the split keeps the three about as long as each other. Each
@@ -26,7 +27,8 @@ third_log=artifacts/test-third.log
 shared=$("$python" -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')
 THIRD=(tests/integration/test_black_box_contract.py tests/e2e/test_inventory_implementations.py
        tests/integration/test_api_conformance.py tests/integration/test_relay_leader_loss.py
-       tests/integration/test_example_service.py tests/e2e/test_postgres_pair.py)
+       tests/integration/test_example_service.py tests/e2e/test_postgres_pair.py
+       tests/e2e/test_share_groups_system.py)
 deselect=()
 for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
 EO_TEST_PORTS=20000-25399 EO_STATE_DIR="$shared-second" POSTGRES_PORT=29532 KAFKA_PORT=29592 \

@@ -1,0 +1,115 @@
+"""`make up SHARE_GROUPS=on` (a system of its own): the sales projection and the notification
+dispatch consume as share groups of four members each over three partitions; orders go to their
+ends with the auditor green; a record whose lock expires under a stalled projection member is
+applied by another member and counted a duplicate by the first; a rewind of a share group is
+refused with its reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from auditor.invariants import audit, database_reader, report
+from infra.launcher.kafka_broker import ensure_share_groups
+from infra.launcher.processes import control_urls
+from services.orders.load import place_orders
+from services.settings import Settings
+from services.topology import TOPIC_PARTITIONS, database
+from tests.support.launcher_run import running_system
+from tests.support.waiting import wait_for
+
+FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
+SHARE_PROCESSES = {"sales-projection": "sales-projection-v1", "notification": "notification-dispatch-v1"}
+MEMBERS = 4
+
+
+@pytest.fixture(scope="module")
+def system() -> Iterator[Settings]:
+    with running_system(SHARE_GROUPS="on", SHARE_MEMBERS=str(MEMBERS)) as run:
+        yield run.settings()
+
+
+def _metric(settings: Settings, process: str, name: str, **labels: str) -> float:
+    text = httpx.get(f"{control_urls(settings)[process]}/metrics", timeout=5).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def _place_and_finish(settings: Settings, count: int, seed: int) -> list[str]:
+    api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
+    placed = place_orders(api, rate=20, count=count, seed=seed, quiet=True)
+    assert not placed.failures and len(placed.order_ids) == count
+    with httpx.Client(base_url=api, timeout=10) as client:
+        wait_for(
+            lambda: all(client.get(f"/orders/{o}").json()["status"] in FINAL for o in placed.order_ids),
+            180,
+            f"all {count} orders to reach a final status",
+            interval=0.5,
+        )
+    return placed.order_ids
+
+
+def _audit_is_clean(settings: Settings) -> None:
+    verdict = audit(database_reader(lambda name: settings.auditor_database_url(database(name))))
+    assert verdict.green, "\n".join(report(verdict))
+
+
+def _members(settings: Settings, process: str) -> float:
+    return _metric(settings, process, "eo_consumer_share_members", consumer=SHARE_PROCESSES[process])
+
+
+def _outcomes(settings: Settings, process: str, outcome: str) -> float:
+    return _metric(settings, process, "eo_consumer_messages_total", consumer=SHARE_PROCESSES[process], outcome=outcome)
+
+
+def test_more_share_members_than_partitions_take_the_orders_to_their_ends(system: Settings) -> None:
+    assert MEMBERS > TOPIC_PARTITIONS
+    for process in SHARE_PROCESSES:
+        wait_for(
+            partial(lambda p: _members(system, p) == MEMBERS, process),
+            60,
+            f"{process}'s {MEMBERS} share-group members to consume",
+        )
+    _place_and_finish(system, 40, seed=21)
+    _audit_is_clean(system)
+    for process in SHARE_PROCESSES:
+        assert _outcomes(system, process, "applied") > 0, f"{process} applied nothing"
+
+
+def test_a_lock_that_expired_under_a_stalled_member_gives_one_effect_and_one_duplicate(system: Settings) -> None:
+    lock_seconds = 2.0
+    ensure_share_groups(system.kafka_bootstrap_servers, (SHARE_PROCESSES["sales-projection"],), lock_seconds)
+    duplicates = _outcomes(system, "sales-projection", "duplicate")
+    # The first projection member to reach a claim stalls there past the record's lock, once.
+    faults = f"{control_urls(system)['sales-projection']}/faults"
+    armed = httpx.post(
+        faults,
+        json={"point": "before_claim", "action": "stall", "times": 1, "stall_seconds": 3 * lock_seconds},
+        timeout=5,
+    )
+    assert armed.status_code == 200, armed.text
+    for seed in range(22, 32):  # an order the payment refuses gives the projection nothing to claim
+        _place_and_finish(system, 1, seed=seed)
+        if httpx.get(faults, timeout=5).json()["fired"].get("before_claim"):
+            break
+    wait_for(
+        lambda: _outcomes(system, "sales-projection", "duplicate") == duplicates + 1,
+        30,
+        "the stalled member to find the marker taken",
+    )
+    consumer = SHARE_PROCESSES["sales-projection"]
+    assert _metric(system, "sales-projection", "eo_consumer_share_redeliveries_total", consumer=consumer) >= 1
+    _audit_is_clean(system)
+
+
+def test_a_share_group_refuses_a_rewind_with_its_reason(system: Settings) -> None:
+    refused = httpx.post(f"{control_urls(system)['sales-projection']}/rewind", json={"to": "beginning"}, timeout=10)
+    assert refused.status_code == 409 and "share group" in refused.text, refused.text
