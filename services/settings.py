@@ -99,6 +99,9 @@ class Settings(BaseSettings):
     SHARE_MEMBERS: int = Field(default=4, ge=1, le=16)
     """Share-group members in each such process: more than a topic's partitions, which a consumer
     group could not use."""
+    SHARE_LOCK_SECONDS: float = Field(default=30, ge=1, le=3600)
+    """How long a share group's record stays locked to the member that received it: a handler that
+    runs longer loses it to another member (the group's share.record.lock.duration.ms)."""
 
     CHAOS_PANEL_HOST: str = "127.0.0.1"
     CHAOS_PANEL_PORT: int = 8080

@@ -224,7 +224,7 @@ def _provision(settings: Settings, _: argparse.Namespace) -> int:
     provision(settings, _say)
     kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, timeout=60, brokers=settings.BROKERS)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
-    kafka_broker.ensure_share_groups(settings.kafka_bootstrap_servers)
+    kafka_broker.ensure_share_groups(settings.kafka_bootstrap_servers, lock_seconds=settings.SHARE_LOCK_SECONDS)
     _say(f"created {len(created)} topics" if created else "every topic exists")
     kafka_principals.ensure_principals(settings.kafka_bootstrap_servers, settings)
     _say("every Kafka principal has its user and ACLs")

@@ -226,7 +226,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
         kafka_broker.wait_until_ready(settings.kafka_bootstrap_servers, 90, watch_kafka, brokers=len(kafka_nodes))
     provisioning.provision(settings, say)
     created = kafka_broker.ensure_topics(settings.kafka_bootstrap_servers)
-    kafka_broker.ensure_share_groups(settings.kafka_bootstrap_servers)
+    kafka_broker.ensure_share_groups(settings.kafka_bootstrap_servers, lock_seconds=settings.SHARE_LOCK_SECONDS)
     if created:
         say(f"created {len(created)} topics")
     if kafka_principals.ensure_principals(settings.kafka_bootstrap_servers, settings):
