@@ -1,19 +1,33 @@
-"""How many published events the platform's consumer groups have not consumed yet: the soak is
-quiet only when every group has caught up, not merely when every order is final (a compensation
-such as InventoryReleased is written after the order was cancelled)."""
+"""How many published events the platform's consumers have not consumed yet: the soak is quiet
+only when every consumer has caught up, not merely when every order is final (a compensation
+such as InventoryReleased is written after the order was cancelled).
+
+A consumer group has caught up when its committed offsets reach the ends of its topics. A share
+group commits no offsets (each record is acknowledged on its own, and the Python admin client
+cannot read a share group's start offsets): it has caught up when every event of a type it handles
+has its marker or its dead letter."""
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 
+from auditor.dead_letters import read_dead_letters
+from auditor.invariants import Query
+from auditor.kafka_side import read_events
 from effectively_once.kafka_client import client_config
+from services import saga_contract as contract
 from services.topology import CONSUMERS, TOPIC_PARTITIONS
 
 
-def unconsumed(bootstrap_servers: str) -> int:
-    """Events on the consumers' topics beyond what each group committed (a partition it never
-    committed counts whole)."""
+def unconsumed(bootstrap_servers: str, query: Query | None = None, share_groups: Collection[str] = ()) -> int:
+    """Events on the consumers' topics beyond what each consumer group committed (a partition it
+    never committed counts whole), and those the consumers in `share_groups` have neither marked
+    nor dead-lettered (read through `query`); -1 while the brokers do not answer."""
+    if share_groups and query is None:
+        raise ValueError("share groups are read through their markers: a query is needed")
     admin = AdminClient(client_config(bootstrap_servers, {"log_level": 0}))
     partitions = {
         TopicPartition(topic, n) for consumer in CONSUMERS for topic in consumer.topics for n in range(TOPIC_PARTITIONS)
@@ -24,8 +38,10 @@ def unconsumed(bootstrap_servers: str) -> int:
             (tp.topic, tp.partition): future.result().offset
             for tp, future in admin.list_offsets(dict.fromkeys(partitions, latest)).items()
         }
-        behind = 0
+        behind = _unhandled(bootstrap_servers, query, share_groups) if query is not None and share_groups else 0
         for consumer in CONSUMERS:
+            if consumer.name in share_groups:
+                continue
             wanted = [TopicPartition(topic, n) for topic in consumer.topics for n in range(TOPIC_PARTITIONS)]
             request = [ConsumerGroupTopicPartitions(consumer.name, wanted)]
             committed = admin.list_consumer_group_offsets(request)[consumer.name].result().topic_partitions
@@ -35,3 +51,29 @@ def unconsumed(bootstrap_servers: str) -> int:
     except KafkaException:
         return -1  # the brokers are not answering yet: not quiet
     return behind
+
+
+def _unhandled(bootstrap_servers: str, query: Query, consumers: Collection[str]) -> int:
+    events = read_events(bootstrap_servers)
+    letters = {(letter.consumer, letter.message_id) for letter in read_dead_letters(bootstrap_servers)}
+    missing = 0
+    for consumer in CONSUMERS:
+        if consumer.name not in consumers:
+            continue
+        marked = {
+            str(row[0])
+            for row in query(
+                consumer.database,
+                f"SELECT message_id::text FROM processed_message WHERE consumer_name = '{consumer.name}'",
+            )
+        }
+        handled = contract.HANDLED_BY[consumer.name]
+        missing += sum(
+            1
+            for event in events
+            if event.topic in consumer.topics
+            and event.event_type in handled
+            and event.message_id not in marked
+            and (consumer.name, event.message_id) not in letters
+        )
+    return missing

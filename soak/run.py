@@ -25,7 +25,7 @@ from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
 from services.orders.load import LoadResult, place_orders
 from services.settings import PROJECT_ROOT, Settings
-from services.topology import database
+from services.topology import SHARE_GROUP_CONSUMERS, database
 from soak import checker, consumer_lag, history, schedule
 from soak.schedule import Step
 
@@ -132,7 +132,14 @@ class Soak:
             seed=self.seed,
             connect_kills=2 if self._runs_connect() else 0,
             failovers=2 if self._runs_a_pair() else 0,
+            share_consumers=self._share_consumers(consumers),
         )
+
+    def _share_consumers(self, consumers: list[str]) -> list[str]:
+        """The consumer processes that run as share groups here (SHARE_GROUPS=on)."""
+        if self.settings.SHARE_GROUPS != "on":
+            return []
+        return [name for name in consumers if name.rstrip("0123456789").rstrip("-") in processes.SHARE_GROUP_PROGRAMS]
 
     def _runs_a_pair(self) -> bool:
         """Whether PostgreSQL runs as a primary and a standby here (POSTGRES=ha)."""
@@ -150,6 +157,9 @@ class Soak:
         elif step.kind == schedule.REWIND:
             since = (datetime.now(UTC) - timedelta(seconds=60)).isoformat()
             self.control.rewind(step.target, since)
+        elif step.kind == schedule.LOCK_EXPIRY:
+            stall = self.settings.SHARE_LOCK_SECONDS + 2
+            self.control.arm(step.target, "before_claim", "stall", times=1, stall_seconds=stall)
         elif step.kind == schedule.REPUBLISH:
             recent = records.recent_orders(self.query, 20)
             if not recent:
@@ -298,7 +308,12 @@ class Soak:
                 calm = 0
                 time.sleep(1)
                 continue
-            behind = consumer_lag.unconsumed(self.settings.kafka_bootstrap_servers) if in_flight == 0 else -1
+            share_groups = SHARE_GROUP_CONSUMERS if self.settings.SHARE_GROUPS == "on" else ()
+            behind = (
+                consumer_lag.unconsumed(self.settings.kafka_bootstrap_servers, self.query, share_groups)
+                if in_flight == 0
+                else -1
+            )
             calm = calm + 1 if in_flight == 0 and unpublished == 0 and behind == 0 else 0
             if calm == 0 and int(deadline - time.monotonic()) % 10 == 0:
                 self.say(

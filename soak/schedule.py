@@ -4,6 +4,7 @@ processes report and returns the plan; soak/run.py carries it out."""
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 from itertools import zip_longest
 
@@ -20,6 +21,9 @@ BROKER_FREEZE = "broker freeze"
 CONTROLLER_RESTART = "controller restart"
 CONNECT_KILL = "connect kill"
 """RELAY=debezium: Kafka Connect's worker SIGKILLed; it resumes from its last flushed offset."""
+LOCK_EXPIRY = "lock expiry"
+"""SHARE_GROUPS=on: a share member stalled before its claim past its record's lock, so that another
+member gets the record meanwhile (a share group's redelivery, in place of a rewind it does not offer)."""
 
 KINDS = (
     PROCESS_CRASH,
@@ -33,6 +37,7 @@ KINDS = (
     BROKER_FREEZE,
     CONTROLLER_RESTART,
     CONNECT_KILL,
+    LOCK_EXPIRY,
 )
 CLUSTER_FAULTS = (LEADER_KILL, BROKER_FREEZE, CONTROLLER_RESTART)
 """What a replicated cluster (BROKERS=3) is put through in place of the one broker's restart."""
@@ -57,6 +62,8 @@ class Step:
             return f"crash {self.target} at {self.point}"
         if self.kind == REWIND:
             return f"rewind {self.target} a minute back"
+        if self.kind == LOCK_EXPIRY:
+            return f"hold a record of {self.target} past its lock"
         if self.kind == LEADER_KILL:
             return f"kill the leader of {self.target}"
         if self.kind == BROKER_FREEZE:
@@ -78,6 +85,7 @@ def plan(
     seed: int | None = None,
     connect_kills: int = 0,
     failovers: int = 0,
+    share_consumers: Collection[str] = (),
 ) -> list[Step]:
     """Every process crashed at every point it passes, every consumer rewound, duplicates republished,
     the broker and the database restarted, the provider timing out after charging, interleaved so
@@ -88,7 +96,8 @@ def plan(
     until there are enough (each pass covers every point). With a `seed`, each pass visits the
     points in an order drawn from it: the same seed, the same plan. `connect_kills`: SIGKILLs of
     Kafka Connect's worker, where Debezium relays (RELAY=debezium). `failovers`: with a PostgreSQL
-    pair (POSTGRES=ha), that many failovers in place of the database's restart."""
+    pair (POSTGRES=ha), that many failovers in place of the database's restart. `share_consumers`:
+    the consumers that run as share groups, whose rewind becomes a lock that expires."""
     chooser = random.Random(seed)
     every_point = [
         Step(PROCESS_CRASH, process, point)
@@ -102,7 +111,7 @@ def plan(
         if seed is not None:
             chooser.shuffle(one_pass)
         crash_steps += one_pass
-    rewinds = [Step(REWIND, consumer) for consumer in sorted(consumers)]
+    rewinds = [Step(LOCK_EXPIRY if c in share_consumers else REWIND, c) for c in sorted(consumers)]
     others = [Step(REPUBLISH), Step(PROVIDER_TIMEOUT), Step(REPUBLISH)]
     if infrastructure_restarts and brokers > 1:
         kills = [Step(LEADER_KILL, LEADER_KILL_TARGETS[n % len(LEADER_KILL_TARGETS)]) for n in range(leader_kills)]

@@ -34,10 +34,18 @@ from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsu
 from .. import metrics
 from ..dead_letters import DeadLetterPublisher
 from ..kafka_client import client_config
-from .deliveries import Delivery, decode_all, process
+from .deliveries import ClientFailed, Delivery, decode_all, process
 from .processor import MessageProcessor, TerminalFailure
 
 log = logging.getLogger(__name__)
+
+
+def share_group_id(consumer_name: str) -> str:
+    """The share group a consumer's share members join: not the consumer group's id, which Kafka
+    keeps for that group (a share member asking for it fails for good with GROUP_ID_NOT_FOUND), so
+    a consumer switches between the two and back. Its markers stay the consumer name's: a switch
+    reads its topics again from the start, and every message it had applied is a duplicate."""
+    return f"{consumer_name}.share"
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class ShareLoopConfig:
     bootstrap_servers: str
     topics: tuple[str, ...]
     group_id: str
-    """The share group (its own namespace: a consumer group of the same name is another group)."""
+    """The share group (`share_group_id`: never a consumer group's id)."""
     batch_size: int = 1
     """Records per database transaction (batched mode above 1)."""
     poll_timeout_seconds: float = 0.5
@@ -96,7 +104,7 @@ class ShareGroupLoop:
         consuming.inc()
         try:
             while not self._stopping and not until():
-                messages = list(self._consumer.poll(self.config.poll_timeout_seconds))
+                messages = self._poll()
                 if messages:
                     self.handle(messages)
         finally:
@@ -104,6 +112,18 @@ class ShareGroupLoop:
             self._consumer.close()
             self.processor.close()
             self._on_close()
+
+    def _poll(self) -> Sequence[Message]:
+        try:
+            return list(self._consumer.poll(self.config.poll_timeout_seconds))
+        except KafkaException as error:
+            if error.args[0].fatal():
+                raise ClientFailed(
+                    f"the share consumer failed for good: {error.args[0].str()} (is {self.config.group_id!r} a"
+                    " consumer group's id? a share group needs one of its own)"
+                ) from error
+            log.warning("share poll failed: %s", error, extra={"consumer": self.name})
+            return []
 
     def handle(self, messages: Sequence[Message]) -> None:
         """Process one poll's records a transaction at a time; acknowledge every one of them (the

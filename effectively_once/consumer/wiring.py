@@ -36,7 +36,7 @@ from ..safe_horizon import Verdict, Window, verdict
 from ..telemetry import Telemetry
 from .loop import ConsumerLoop, LoopConfig
 from .processor import PATHS, BulkHandler, Handler, MessageProcessor, Path, ProcessorConfig, path_for
-from .share_loop import ShareGroupLoop, ShareLoopConfig
+from .share_loop import ShareGroupLoop, ShareLoopConfig, share_group_id
 
 log = logging.getLogger(__name__)
 
@@ -320,7 +320,7 @@ def build_share_member(
     share_config = ShareLoopConfig(
         bootstrap_servers=settings.KAFKA_BOOTSTRAP_SERVERS,
         topics=topics,
-        group_id=settings.CONSUMER_GROUP or consumer_name,
+        group_id=settings.CONSUMER_GROUP or share_group_id(consumer_name),
         batch_size=settings.CONSUMER_BATCH_SIZE,
         kafka=dict(kafka or {}),
     )

@@ -29,6 +29,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from effectively_once.consumer.share_loop import share_group_id
 from effectively_once.kafka_client import client_config
 from infra.launcher import maven_jars
 from infra.launcher.errors import LaunchError
@@ -246,13 +247,17 @@ TOPIC_CONFIG = {TELEMETRY_TOPIC: {"retention.ms": str(24 * 3600 * 1000)}}
 """Telemetry is for looking back over a workshop day, not for keeping."""
 
 
+PLATFORM_SHARE_GROUPS = tuple(share_group_id(consumer) for consumer in SHARE_GROUP_CONSUMERS)
+"""The share groups SHARE_GROUPS=on runs."""
 SHARE_GROUP_CONFIG = {"share.auto.offset.reset": "earliest"}
 """What each share group starts with: from the beginning of its topics (a share group's own default
 is the end, which would skip what was written before its first member joined)."""
 
 
 def ensure_share_groups(
-    bootstrap_servers: str, groups: tuple[str, ...] = SHARE_GROUP_CONSUMERS, lock_seconds: float | None = None
+    bootstrap_servers: str,
+    groups: tuple[str, ...] = PLATFORM_SHARE_GROUPS,
+    lock_seconds: float | None = None,
 ) -> None:
     """Give each share group its configuration (before or after it has members: both hold), and
     with `lock_seconds` how long a record stays locked to the member that received it (the

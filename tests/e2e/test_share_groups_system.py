@@ -2,10 +2,11 @@
 dispatch consume as share groups of four members each over three partitions; orders go to their
 ends with the auditor green; a record whose lock expires under a stalled projection member is
 applied by another member and counted a duplicate by the first; a rewind of a share group is
-refused with its reason."""
+refused with its reason; and a short soak on it loses and doubles nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import partial
 
@@ -14,12 +15,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.invariants import audit, database_reader, report
-from infra.launcher.kafka_broker import ensure_share_groups
 from infra.launcher.processes import control_urls
 from services.orders.load import place_orders
-from services.settings import Settings
+from services.settings import PROJECT_ROOT, Settings
 from services.topology import TOPIC_PARTITIONS, database
-from tests.support.launcher_run import running_system
+from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.waiting import wait_for
 
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
@@ -27,10 +27,20 @@ SHARE_PROCESSES = {"sales-projection": "sales-projection-v1", "notification": "n
 MEMBERS = 4
 
 
+LOCK_SECONDS = 2
+"""The share groups' record lock on this system: a stall past it is quick to stage."""
+LOG = PROJECT_ROOT / "artifacts" / "soak" / "share-groups-soak.log"
+
+
 @pytest.fixture(scope="module")
-def system() -> Iterator[Settings]:
-    with running_system(SHARE_GROUPS="on", SHARE_MEMBERS=str(MEMBERS)) as run:
-        yield run.settings()
+def running() -> Iterator[LauncherRun]:
+    with running_system(SHARE_GROUPS="on", SHARE_MEMBERS=str(MEMBERS), SHARE_LOCK_SECONDS=str(LOCK_SECONDS)) as run:
+        yield run
+
+
+@pytest.fixture(scope="module")
+def system(running: LauncherRun) -> Settings:
+    return running.settings()
 
 
 def _metric(settings: Settings, process: str, name: str, **labels: str) -> float:
@@ -85,14 +95,12 @@ def test_more_share_members_than_partitions_take_the_orders_to_their_ends(system
 
 
 def test_a_lock_that_expired_under_a_stalled_member_gives_one_effect_and_one_duplicate(system: Settings) -> None:
-    lock_seconds = 2.0
-    ensure_share_groups(system.kafka_bootstrap_servers, (SHARE_PROCESSES["sales-projection"],), lock_seconds)
     duplicates = _outcomes(system, "sales-projection", "duplicate")
     # The first projection member to reach a claim stalls there past the record's lock, once.
     faults = f"{control_urls(system)['sales-projection']}/faults"
     armed = httpx.post(
         faults,
-        json={"point": "before_claim", "action": "stall", "times": 1, "stall_seconds": 3 * lock_seconds},
+        json={"point": "before_claim", "action": "stall", "times": 1, "stall_seconds": 3 * LOCK_SECONDS},
         timeout=5,
     )
     assert armed.status_code == 200, armed.text
@@ -113,3 +121,16 @@ def test_a_lock_that_expired_under_a_stalled_member_gives_one_effect_and_one_dup
 def test_a_share_group_refuses_a_rewind_with_its_reason(system: Settings) -> None:
     refused = httpx.post(f"{control_urls(system)['sales-projection']}/rewind", json={"to": "beginning"}, timeout=10)
     assert refused.status_code == 409 and "share group" in refused.text, refused.text
+
+
+@pytest.mark.timeout(600)
+def test_a_short_soak_on_share_groups_loses_nothing_and_doubles_nothing(running: LauncherRun) -> None:
+    """Every process crashed at every point (the share members too), the broker and the database
+    restarted, copies republished; the consumer groups rewound, and in place of a rewind each share
+    group has a record held past its lock."""
+    exit_status, output = running.soak(LOG, "--duration", "50", "--rate", "5", "--crashes", "0", "--seed", "3")
+    assert exit_status == 0 and "SOAK: PASSED" in output, output
+    assert re.search(r"^\s*not carried out\s+none$", output, re.M), output
+    injected = re.search(r"faults injected\s+(.*)$", output, re.M)
+    assert injected and f"lock expiry {len(SHARE_PROCESSES)}" in injected.group(1), output
+    assert "CHECKER: CLEAN" in output and "auditor and checker      agree" in output, output

@@ -15,7 +15,7 @@ from confluent_kafka import Producer
 from prometheus_client import REGISTRY
 
 from effectively_once.consumer import wiring
-from effectively_once.consumer.share_loop import ShareGroupLoop
+from effectively_once.consumer.share_loop import ShareGroupLoop, share_group_id
 from effectively_once.envelope import Envelope
 from effectively_once.faults import FaultAction, FaultPoints
 from effectively_once.kafka_client import client_config
@@ -89,7 +89,7 @@ def _counted(name: str, outcome: str) -> float:
 def test_more_members_than_partitions_apply_every_message_once(
     settings: Settings, runtime_db: str, name: str, topics: Topics
 ) -> None:
-    ensure_share_groups(settings.kafka_bootstrap_servers, (name,))
+    ensure_share_groups(settings.kafka_bootstrap_servers, (share_group_id(name),))
     members = _members(settings, runtime_db, name, topics, FaultPoints(), Strategy.CORRECT)
 
     def working() -> int:
@@ -134,7 +134,7 @@ def test_a_record_whose_lock_expired_under_its_first_member_is_applied_by_anothe
     duplicates: int,
 ) -> None:
     lock_seconds = 2.0
-    ensure_share_groups(settings.kafka_bootstrap_servers, (name,), lock_seconds=lock_seconds)
+    ensure_share_groups(settings.kafka_bootstrap_servers, (share_group_id(name),), lock_seconds=lock_seconds)
     faults = FaultPoints()
     # The first member to get there stalls past the record's lock (the point fires once): before
     # its claim, or, with no marker to claim, with its change made and not yet committed.

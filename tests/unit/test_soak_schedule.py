@@ -13,6 +13,7 @@ from soak.schedule import (
     DATABASE_RESTART,
     KINDS,
     LEADER_KILL,
+    LOCK_EXPIRY,
     PROCESS_CRASH,
     REWIND,
     plan,
@@ -30,7 +31,7 @@ def test_every_point_of_every_process_is_crashed_once_and_every_kind_comes_early
     crashes = {(s.target, s.point) for s in steps if s.kind == PROCESS_CRASH}
     assert crashes == {(p, point) for p, names in POINTS.items() for point in names if point != "after_check"}
     assert {s.target for s in steps if s.kind == REWIND} == {"inventory", "inventory-2"}
-    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS) - {CONNECT_KILL, DATABASE_FAILOVER}
+    assert {s.kind for s in steps} == set(KINDS) - set(CLUSTER_FAULTS) - {CONNECT_KILL, DATABASE_FAILOVER, LOCK_EXPIRY}
     first_half = {s.kind for s in steps[: len(steps) // 2 + 1]}
     assert {PROCESS_CRASH, REWIND} <= first_half
 
@@ -44,6 +45,13 @@ def test_where_debezium_relays_its_worker_is_killed_early_and_again_later() -> N
     assert CONNECT_KILL not in {s.kind for s in plan(POINTS, ["inventory"], infrastructure_restarts=True)}
 
 
+def test_a_share_group_has_a_lock_that_expires_in_place_of_its_rewind() -> None:
+    steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True, share_consumers={"inventory-2"})
+    assert [s.target for s in steps if s.kind == REWIND] == ["inventory"]
+    assert [s.target for s in steps if s.kind == LOCK_EXPIRY] == ["inventory-2"]
+    assert {(s.target, s.point) for s in steps if s.kind == PROCESS_CRASH} >= {("inventory-2", "before_claim")}
+
+
 def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_database() -> None:
     kinds = {s.kind for s in plan(POINTS, ["inventory"], infrastructure_restarts=False)}
     assert BROKER_RESTART not in kinds and DATABASE_RESTART not in kinds
@@ -52,7 +60,7 @@ def test_without_its_own_infrastructure_the_soak_restarts_neither_broker_nor_dat
 def test_a_replicated_cluster_loses_leaders_a_frozen_node_and_its_controller_instead_of_restarting() -> None:
     steps = plan(POINTS, ["inventory", "inventory-2"], infrastructure_restarts=True, brokers=3, leader_kills=5)
     kinds = [s.kind for s in steps]
-    assert set(kinds) == set(KINDS) - {BROKER_RESTART, CONNECT_KILL, DATABASE_FAILOVER}
+    assert set(kinds) == set(KINDS) - {BROKER_RESTART, CONNECT_KILL, DATABASE_FAILOVER, LOCK_EXPIRY}
     assert kinds.count(LEADER_KILL) == 5
     killed = [s.target for s in steps if s.kind == LEADER_KILL]
     assert {target.split("/")[0] for target in killed} == {"orders.events", "inventory.events", "payment.events"}
