@@ -9,7 +9,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.invariants import audit, database_reader, report
 from infra.launcher.processes import control_urls
@@ -17,6 +16,7 @@ from services.orders.load import place_orders
 from services.settings import Settings
 from services.topology import database
 from tests.support.launcher_run import LauncherRun, running_system
+from tests.support.scraped import metric
 from tests.support.waiting import wait_for
 
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
@@ -54,13 +54,7 @@ def _serves(settings: Settings, metric: str) -> bool:
 
 
 def _inventory_metric(settings: Settings, name: str, **labels: str) -> float:
-    text = httpx.get(f"{control_urls(settings)['inventory']}/metrics", timeout=5).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
+    return metric(settings, "inventory", name, **labels)
 
 
 def _inventory_started_at(settings: Settings) -> float | None:

@@ -12,7 +12,6 @@ from functools import partial
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from auditor.invariants import audit, database_reader, report
 from infra.launcher.processes import control_urls
@@ -20,6 +19,7 @@ from services.orders.load import place_orders
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import TOPIC_PARTITIONS, database
 from tests.support.launcher_run import LauncherRun, running_system
+from tests.support.scraped import metric
 from tests.support.waiting import wait_for
 
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
@@ -43,16 +43,6 @@ def system(running: LauncherRun) -> Settings:
     return running.settings()
 
 
-def _metric(settings: Settings, process: str, name: str, **labels: str) -> float:
-    text = httpx.get(f"{control_urls(settings)[process]}/metrics", timeout=5).text
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
-
-
 def _place_and_finish(settings: Settings, count: int, seed: int) -> list[str]:
     api = f"http://127.0.0.1:{settings.ORDERS_API_PORT}"
     placed = place_orders(api, rate=20, count=count, seed=seed, quiet=True)
@@ -73,11 +63,11 @@ def _audit_is_clean(settings: Settings) -> None:
 
 
 def _members(settings: Settings, process: str) -> float:
-    return _metric(settings, process, "eo_consumer_share_members", consumer=SHARE_PROCESSES[process])
+    return metric(settings, process, "eo_consumer_share_members", consumer=SHARE_PROCESSES[process])
 
 
 def _outcomes(settings: Settings, process: str, outcome: str) -> float:
-    return _metric(settings, process, "eo_consumer_messages_total", consumer=SHARE_PROCESSES[process], outcome=outcome)
+    return metric(settings, process, "eo_consumer_messages_total", consumer=SHARE_PROCESSES[process], outcome=outcome)
 
 
 def test_more_share_members_than_partitions_take_the_orders_to_their_ends(system: Settings) -> None:
@@ -114,7 +104,7 @@ def test_a_lock_that_expired_under_a_stalled_member_gives_one_effect_and_one_dup
         "the stalled member to find the marker taken",
     )
     consumer = SHARE_PROCESSES["sales-projection"]
-    assert _metric(system, "sales-projection", "eo_consumer_share_redeliveries_total", consumer=consumer) >= 1
+    assert metric(system, "sales-projection", "eo_consumer_share_redeliveries_total", consumer=consumer) >= 1
     _audit_is_clean(system)
 
 
