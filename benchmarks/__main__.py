@@ -19,6 +19,7 @@ from benchmarks import (
     relay_bakeoff,
     relay_throughput,
     report,
+    share_groups,
     sustainable_rate,
     table_growth,
     three_brokers,
@@ -39,6 +40,8 @@ def main() -> int:
     started_here = not Supervisor(default.EO_STATE_DIR).is_running()
     rows: list[Row] = consumer_throughput.measure(10_000, 50_000)
     rows += implementations.measure(3_000)
+    print("  · share groups: the projection with 2, 3 and 6 members, consumer group and share group", flush=True)
+    rows += share_groups.measure(5_000)
     rows += relay_throughput.measure(50_000, 1_000, 10)
     print("  · relay bake-off: the built-in relay and Debezium on the same outbox", flush=True)
     bakeoff, relays = relay_bakeoff.measure()

@@ -89,7 +89,8 @@ def _busy_cores(before: tuple[int, int], after: tuple[int, int]) -> float:
     return busy / total * (os.cpu_count() or 1) if total else 0.0
 
 
-def _prefill(settings: Settings, topic: str, events: Sequence[Envelope]) -> None:
+def prefill(settings: Settings, topic: str, events: Sequence[Envelope]) -> None:
+    """Create `topic` (and its dead-letter topic) and publish `events` on it, all confirmed."""
     kafka_broker.ensure_topics(settings.kafka_bootstrap_servers, (topic, f"{topic}.dlq"))
     producer = Producer(
         {
@@ -203,7 +204,7 @@ def _case(
     run = uuid.uuid4().hex[:8]
     events = [entry(f"order-{n % 1000}") for n in range(count)]
     topic = f"bench.{run}"
-    _prefill(settings, topic, events)
+    prefill(settings, topic, events)
     kafka_name, sql_name = f"bench-kafka-{run}-v1", f"bench-sql-{run}-v1"
     if duplicates:  # every marker exists already: each delivery takes the duplicate path
         for name in (kafka_name, sql_name):
