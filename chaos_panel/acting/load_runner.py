@@ -15,6 +15,9 @@ from services.orders.load import LoadResult, order_body, place_orders
 
 MAX_RATE = 200.0
 MAX_COUNT = 100_000
+PLACE_TIMEOUT_SECONDS = 35.0
+"""How long one order may take: the orders API itself waits up to 30 s for a database connection
+(its pool's timeout), and under synchronous replication a commit waits for the standby's flush."""
 
 
 @dataclass
@@ -48,7 +51,10 @@ class LoadRunner:
         body = order_body(kind, random.Random())
         try:
             response = httpx.post(
-                f"{self.url}/orders", json=body, headers={"Idempotency-Key": f"panel-{uuid.uuid4()}"}, timeout=10
+                f"{self.url}/orders",
+                json=body,
+                headers={"Idempotency-Key": f"panel-{uuid.uuid4()}"},
+                timeout=PLACE_TIMEOUT_SECONDS,
             )
         except httpx.HTTPError as error:
             raise ControlError(

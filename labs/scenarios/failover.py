@@ -33,6 +33,18 @@ def _caught_up(panel: PanelClient, synchronous: bool) -> bool:
     return bool(primary["synchronous_standby"]) == synchronous
 
 
+def _pair(panel: PanelClient) -> str:
+    """Each node as `make db` shows it: role, replication, commits waiting for the standby."""
+    try:
+        nodes = panel.databases()["nodes"]
+    except LabError as error:
+        return str(error)
+    return "; ".join(
+        f"node {n['node']} {n['role']} ({n['replication'] or 'no replication'}, {n['waiting_commits']} waiting)"
+        for n in nodes
+    )
+
+
 def _hold_inventory(panel: PanelClient, seconds: float) -> None:
     """Hold orders.events back in every process of inventory's group (each replica), or let go (0)."""
     members = [name for name, state in panel.processes().items() if state.get("consumer") == INVENTORY]
@@ -49,7 +61,10 @@ def _stage(lab: Session, synchronous: bool) -> list[str]:
     mode = "synchronous" if synchronous else "asynchronous"
     panel.wait(lambda: _caught_up(panel, synchronous), 60, f"the standby to stream, {mode}, and replay everything")
     _hold_inventory(panel, HOLD_SECONDS)
-    orders = [panel.place_order() for _ in range(ORDERS)]
+    try:
+        orders = [panel.place_order() for _ in range(ORDERS)]
+    except LabError as error:
+        raise LabError(f"{error}; the pair then: {_pair(panel)}") from None
     panel.wait(lambda: _caught_up(panel, synchronous), 10, "the standby to replay the new orders")
     panel.act("databases/detach-standby")
     lab.step(
