@@ -88,8 +88,15 @@ class ScriptedPath:
 class FakeMessage:
     """A Kafka record as confluent-kafka's Message shows it."""
 
-    def __init__(self, topic: str, partition: int, offset: int, value: bytes, key: bytes | None = None) -> None:
+    def __init__(
+        self, topic: str, partition: int, offset: int, value: bytes, key: bytes | None = None, deliveries: int = 1
+    ) -> None:
         self._topic, self._partition, self._offset, self._value, self._key = topic, partition, offset, value, key
+        self._deliveries = deliveries
+
+    def delivery_count(self) -> int:
+        """A share group's count of this record's deliveries (1: the first)."""
+        return self._deliveries
 
     def topic(self) -> str:
         return self._topic
@@ -136,6 +143,29 @@ class FakeKafkaConsumer:
 
     def seek(self, partition: TopicPartition) -> None:
         self.sought.append((partition.topic, partition.partition, partition.offset))
+
+    def close(self) -> None:
+        pass
+
+
+class FakeShareConsumer:
+    """The client side of a share-group member: records each acknowledgement and each send."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        self.settings = settings
+        self.acknowledged: list[tuple[int, int, Any]] = []
+        """(partition, offset, AcknowledgeType), in the order given."""
+        self.sends = 0
+        self.pending = 0
+
+    def acknowledge(self, message: Any, ack_type: Any) -> None:
+        self.acknowledged.append((message.partition(), message.offset(), ack_type))
+        self.pending += 1
+
+    def commit_sync(self) -> dict[TopicPartition, Any]:
+        self.sends += 1
+        self.pending = 0
+        return {}
 
     def close(self) -> None:
         pass
