@@ -12,6 +12,7 @@ from benchmarks import (
     consumer_throughput,
     implementations,
     marker_purge,
+    member_restart,
     order_latency,
     outbox_growth,
     panel_pages,
@@ -42,6 +43,8 @@ def main() -> int:
     rows += implementations.measure(3_000)
     print("  · share groups: the projection with 2, 3 and 6 members, consumer group and share group", flush=True)
     rows += share_groups.measure(5_000)
+    print("  · a static member's crash and restart under each group protocol", flush=True)
+    rows += member_restart.measure()
     rows += relay_throughput.measure(50_000, 1_000, 10)
     print("  · relay bake-off: the built-in relay and Debezium on the same outbox", flush=True)
     bakeoff, relays = relay_bakeoff.measure()
