@@ -8,7 +8,9 @@ acknowledges it, in explicit mode, one of three ways:
 - ACCEPT, once its transaction committed (applied, or found a duplicate by its marker);
 - REJECT, once its dead letter was confirmed (it is never delivered again);
 - RELEASE, when it was not processed (the database went away): another delivery, maybe to
-  another member, tries again.
+  another member, tries again, after a pause that doubles each time in a row (every delivery
+  counts, and the broker archives a record delivered group.share.delivery.count.limit times, 10
+  on the launcher's brokers: dropped for the group with no dead letter).
 
 A record whose lock expires before it is acknowledged (`share.record.lock.duration.ms`, 30 s by
 default) goes to another member while the first may still be at work on it: the same message is
@@ -25,6 +27,7 @@ do not depend on their order (the sales projection, the notifications), not the 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +60,10 @@ class ShareLoopConfig:
     batch_size: int = 1
     """Records per database transaction (batched mode above 1)."""
     poll_timeout_seconds: float = 0.5
+    retry_backoff_cap_seconds: float = 5.0
+    """The longest pause after releasing records the database could not take (doubling from 0.1 s):
+    each release counts a delivery, and a record delivered group.share.delivery.count.limit times
+    is archived by the broker."""
     kafka: dict[str, Any] = field(default_factory=dict)
     """Extra librdkafka settings."""
 
@@ -87,6 +94,7 @@ class ShareGroupLoop:
         self._consumer = consumer_factory(config.consumer_settings())
         self._on_close = on_close
         self._stopping = False
+        self._retry_round = 0
         self.handled = 0
         """Deliveries acknowledged so far (accepted or rejected)."""
         self.refused = 0
@@ -144,9 +152,22 @@ class ShareGroupLoop:
             start += len(done)
             if len(done) < len(chunk):
                 break  # the database went away: the rest goes back to the group
-        for delivery in deliveries[start:]:
+        released = deliveries[start:]
+        for delivery in released:
             self._consumer.acknowledge(delivery.message, AcknowledgeType.RELEASE)
         self._send_acknowledgements()
+        if released and not self._stopping:
+            self._back_off(len(released))
+        else:
+            self._retry_round = 0
+
+    def _back_off(self, released: int) -> None:
+        """Pause before the next poll, longer each time in a row, so that records released while the
+        database is away do not use up their deliveries at once."""
+        self._retry_round += 1
+        pause = min(self.config.retry_backoff_cap_seconds, 0.1 * 2**self._retry_round)
+        log.warning("%d record(s) released; polling again in %.1f s", released, pause, extra={"consumer": self.name})
+        time.sleep(pause)
 
     def _send_acknowledgements(self) -> None:
         try:

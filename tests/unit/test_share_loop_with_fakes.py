@@ -45,7 +45,9 @@ def _member(script: dict[str, list[Step]], batch_size: int) -> tuple[ShareGroupL
     )
     dead = FakeDeadLetters()
     member = ShareGroupLoop(
-        ShareLoopConfig("fake:9092", (TOPIC,), "fake-share-v1.share", batch_size=batch_size),
+        ShareLoopConfig(
+            "fake:9092", (TOPIC,), "fake-share-v1.share", batch_size=batch_size, retry_backoff_cap_seconds=0
+        ),
         processor,
         dead,  # type: ignore[arg-type]
         consumer_factory=FakeShareConsumer,  # type: ignore[arg-type]
