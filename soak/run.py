@@ -132,14 +132,8 @@ class Soak:
             seed=self.seed,
             connect_kills=2 if self._runs_connect() else 0,
             failovers=2 if self._runs_a_pair() else 0,
-            share_consumers=self._share_consumers(consumers),
+            share_consumers=processes.share_group_instances(self.settings),
         )
-
-    def _share_consumers(self, consumers: list[str]) -> list[str]:
-        """The consumer processes that run as share groups here (SHARE_GROUPS=on)."""
-        if self.settings.SHARE_GROUPS != "on":
-            return []
-        return [name for name in consumers if name.rstrip("0123456789").rstrip("-") in processes.SHARE_GROUP_PROGRAMS]
 
     def _runs_a_pair(self) -> bool:
         """Whether PostgreSQL runs as a primary and a standby here (POSTGRES=ha)."""

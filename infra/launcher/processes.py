@@ -72,6 +72,13 @@ class Instance:
     members: int
     replica: int
 
+    @property
+    def may_share(self) -> bool:
+        """Whether this is a consumer of SHARE_GROUP_PROGRAMS (its replicas too): a share group with
+        SHARE_GROUPS=on."""
+        program = self.name if self.replica == 1 else self.name.rsplit("-", 1)[0]
+        return bool(self.members) and program in SHARE_GROUP_PROGRAMS
+
 
 def background_instances(settings: Settings) -> list[Instance]:
     """Every background process to run, replicas included, each with its control port:
@@ -90,6 +97,13 @@ def background_instances(settings: Settings) -> list[Instance]:
                 )
             )
     return instances
+
+
+def share_group_instances(settings: Settings) -> list[str]:
+    """The processes that consume as share groups here: none unless SHARE_GROUPS=on."""
+    if settings.SHARE_GROUPS != "on":
+        return []
+    return [instance.name for instance in background_instances(settings) if instance.may_share]
 
 
 def control_urls(settings: Settings) -> dict[str, str]:
@@ -371,8 +385,7 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
             environment["CONSUMER_WORKERS"] = str(settings.CONSUMER_WORKERS)
             environment["CONSUMER_ASSIGNMENT"] = DEMO_ASSIGNMENT
             environment["CONSUMER_GROUP_PROTOCOL"] = settings.GROUP_PROTOCOL
-        program = name if instance.replica == 1 else name.rsplit("-", 1)[0]
-        if members and program in SHARE_GROUP_PROGRAMS:
+        if instance.may_share:
             environment["CONSUMER_SHARE_GROUP"] = settings.SHARE_GROUPS
             environment["CONSUMER_SHARE_MEMBERS"] = str(settings.SHARE_MEMBERS)
             if settings.SHARE_GROUPS == "on":

@@ -37,3 +37,12 @@ def test_one_replica_is_the_platform_as_it_always_was() -> None:
 def test_replicas_out_of_range_are_refused(replicas: int) -> None:
     with pytest.raises(ValidationError, match="REPLICAS"):
         _settings(replicas)
+
+
+def test_share_groups_run_in_every_replica_of_the_projection_and_the_dispatch_and_nowhere_else() -> None:
+    shared = _settings(2).model_copy(update={"SHARE_GROUPS": "on"})
+    names = processes.share_group_instances(shared)
+    assert sorted(names) == ["notification", "notification-2", "sales-projection", "sales-projection-2"]
+    programs = {p.name: p for p in processes.platform_programs(shared)}
+    assert {name for name, p in programs.items() if p.environment.get("CONSUMER_SHARE_GROUP") == "on"} == set(names)
+    assert processes.share_group_instances(_settings(2)) == []
