@@ -97,8 +97,6 @@ class ShareGroupLoop:
         self._retry_round = 0
         self.handled = 0
         """Deliveries acknowledged so far (accepted or rejected)."""
-        self.refused = 0
-        """Acknowledgements the broker refused: records whose lock had expired, now another's."""
 
     def stop(self) -> None:
         """Finish the poll in hand, then leave (SIGTERM calls this)."""
@@ -177,7 +175,6 @@ class ShareGroupLoop:
             return
         for partition, refusal in results.items():
             if refusal is not None:
-                self.refused += 1
                 metrics.SHARE_ACKNOWLEDGEMENTS_REFUSED.labels(self.name).inc()
                 log.warning(
                     "acknowledgements on %s/%d refused: %s (a record whose lock expired is another member's now)",
