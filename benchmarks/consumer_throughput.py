@@ -20,6 +20,7 @@ import psycopg
 from confluent_kafka import Producer
 from psycopg import sql
 
+from benchmarks.own_system import default_infrastructure
 from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
 from effectively_once import lab, schema
@@ -29,7 +30,7 @@ from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import client_config
 from effectively_once.outcomes import Strategy
 from effectively_once.telemetry import KafkaTelemetry
-from infra.launcher import kafka_broker, stack
+from infra.launcher import kafka_broker
 from services.settings import PROJECT_ROOT, Settings, with_credentials
 from workbench.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
 
@@ -236,11 +237,7 @@ def _target(case: str, rows: dict[str, Row]) -> tuple[str, bool | None, float | 
 
 def measure(messages: int, batched_messages: int, say: Callable[[str], None] = _say) -> list[BenchRow]:
     """Every consumer case, through Kafka and SQL-only, in one run; and telemetry's cost."""
-    settings = Settings()
-    endpoints = stack.up(settings, say, with_platform=False)
-    settings = Settings(
-        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
-    )
+    settings = default_infrastructure(say)
     url = database_url(settings)
     n, b = messages, batched_messages
     rows = {

@@ -25,15 +25,16 @@ from confluent_kafka import Producer
 from psycopg import sql
 
 from benchmarks.consumer_throughput import database_url
+from benchmarks.own_system import default_infrastructure
 from benchmarks.rows import Row, table, write_json
 from effectively_once import schema
 from effectively_once.contract import ProcessSubject
 from effectively_once.contract.running import RunningConsumer, wait_for
 from effectively_once.envelope import Envelope
 from effectively_once.kafka_client import client_config
-from infra.launcher import inventory_implementations, kafka_broker, stack
+from infra.launcher import inventory_implementations, kafka_broker
 from services import saga_contract
-from services.settings import PROJECT_ROOT, Settings
+from services.settings import PROJECT_ROOT
 
 IMPLEMENTATIONS = ("python", "node", "java")
 INVENTORY_MIGRATIONS = sorted((PROJECT_ROOT / "services" / "inventory" / "migrations").glob("*.sql"))
@@ -134,11 +135,7 @@ def _measure_one(
 
 def measure(count: int = 3_000, say: Callable[[str], None] = _say) -> list[Row]:
     """Every implementation's applied and duplicate rates, in one run."""
-    settings = Settings()
-    endpoints = stack.up(settings, say, with_platform=False)
-    settings = Settings(
-        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
-    )
+    settings = default_infrastructure(say)
     url = database_url(settings)
     for implementation in IMPLEMENTATIONS:
         inventory_implementations.build(implementation, say)

@@ -26,11 +26,12 @@ import psycopg
 from confluent_kafka import Producer
 
 from benchmarks.consumer_throughput import database_url
+from benchmarks.own_system import default_infrastructure
 from benchmarks.rows import Row, table, write_json
 from effectively_once.consumer import wiring
 from effectively_once.consumer.deliveries import ClientFailed
 from effectively_once.kafka_client import client_config
-from infra.launcher import kafka_broker, stack
+from infra.launcher import kafka_broker
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import TOPIC_PARTITIONS
 from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler
@@ -148,11 +149,7 @@ def _one_restart(settings: Settings, url: str, protocol: Protocol) -> tuple[floa
 
 
 def measure(runs: int = 3, say: Callable[[str], None] = _say) -> list[Row]:
-    settings = Settings()
-    endpoints = stack.up(settings, say, with_platform=False)
-    settings = Settings(
-        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
-    )
+    settings = default_infrastructure(say)
     url = database_url(settings)
     rows = []
     for protocol in PROTOCOLS:

@@ -1,8 +1,21 @@
-"""A system of its own beside the run's default one: its own state directory and ports."""
+"""The systems a benchmark runs on: the run's default one's infrastructure, or a system of its own
+beside it (its own state directory and ports)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from infra.launcher import stack
 from services.settings import Settings
+
+
+def default_infrastructure(say: Callable[[str], None]) -> Settings:
+    """The default system's PostgreSQL and Kafka, started unless they run (no platform processes),
+    and settings that point at them."""
+    endpoints = stack.up(Settings(), say, with_platform=False)
+    return Settings(
+        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
+    )
 
 
 def own_system(name: str, ports: dict[str, int], **settings: object) -> Settings:

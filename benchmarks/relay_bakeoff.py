@@ -37,11 +37,11 @@ import httpx
 import psycopg
 from confluent_kafka import Consumer
 
+from benchmarks.own_system import default_infrastructure
 from benchmarks.rows import Row, save_figure, table, write_json
 from effectively_once.envelope import decode
 from effectively_once.kafka_client import client_config
 from effectively_once.outbox import add_to_outbox
-from infra.launcher import stack
 from infra.launcher.kafka_broker import ensure_topics
 from services.kafka_access import ADMIN
 from services.settings import PROJECT_ROOT, Settings
@@ -308,11 +308,7 @@ def _outbox_bytes_per_row(cdc: Cdc) -> float:
 def measure(
     count: int = 20_000, rate: float = 200, seconds: float = 15, say: Callable[[str], None] = _say
 ) -> tuple[list[Row], Figures]:
-    settings = Settings()
-    endpoints = stack.up(settings, say, with_platform=False)
-    settings = Settings(
-        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
-    )
+    settings = default_infrastructure(say)
     figures = Figures()
     with tempfile.TemporaryDirectory() as directory, cdc_database(settings, Path(directory), heap="384m") as cdc:
         relay = BuiltIn(settings, cdc.url)

@@ -18,11 +18,12 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from benchmarks.consumer_throughput import database_url, prefill
+from benchmarks.own_system import default_infrastructure
 from benchmarks.rows import Row, table, write_json
 from effectively_once.consumer import wiring
 from effectively_once.consumer.loop import ConsumerLoop
 from effectively_once.consumer.share_loop import ShareGroupLoop, share_group_id
-from infra.launcher import kafka_broker, stack
+from infra.launcher import kafka_broker
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import TOPIC_PARTITIONS
 from workbench.ledger import LEDGER_ENTRY, entry, ledger_handler
@@ -85,11 +86,7 @@ def _rate(members: Sequence[ConsumerLoop | ShareGroupLoop], messages: int) -> tu
 
 
 def measure(messages: int, say: Callable[[str], None] = _say) -> list[Row]:
-    settings = Settings()
-    endpoints = stack.up(settings, say, with_platform=False)
-    settings = Settings(
-        DATABASE_URL=endpoints.admin_database_url, KAFKA_BOOTSTRAP_SERVERS=endpoints.kafka_bootstrap_servers
-    )
+    settings = default_infrastructure(say)
     url = database_url(settings)
     rates: dict[tuple[int, str], float] = {}
     rows: list[Row] = []
