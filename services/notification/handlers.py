@@ -32,10 +32,10 @@ def record_confirmation_email(event: Envelope, transaction: Connection) -> None:
 
 
 def project_sale(event: Envelope, transaction: Connection) -> None:
-    """PaymentAuthorized, for the sales projection: one row per paid order."""
+    """PaymentAuthorized, for the sales projection: a line in its ledger of sales. The line is
+    added, never upserted: the marker claimed in this transaction is what counts a sale once."""
     transaction.execute(
-        "INSERT INTO sales_projection (order_id, amount_cents, authorized_at) VALUES (%s, %s, %s) "
-        "ON CONFLICT DO NOTHING",
+        "INSERT INTO sales_projection (order_id, amount_cents, authorized_at) VALUES (%s, %s, %s)",
         (event.key, int(event.payload["amount_cents"]), event.occurred_at),
     )
 
