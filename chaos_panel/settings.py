@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Literal
 
 from pydantic import Field
 
@@ -38,6 +39,12 @@ class PanelSettings(ProcessSettings):
     """The panel draws its small live charts from here."""
     GRAFANA_URL: str = ""
     """Where a browser reaches Grafana (compose): the panel links its dashboards."""
+    SHARE_GROUPS: Literal["off", "on"] = "off"
+    """Whether the sales projection and the notification dispatch consume as share groups (the
+    lock-expiry lab needs them)."""
+    SHARE_LOCK_SECONDS: float = 30
+    """How long a share group's record stays locked to the member that received it, as the
+    launcher configured the groups: the lock-expiry lab stalls a handler past it."""
     AUDIT_STUCK_AFTER_SECONDS: float = 60
     """A saga not final after this long is flagged as stuck."""
 

@@ -170,6 +170,7 @@ def state(panel: PanelDep) -> dict[str, Any]:
         ],
         "teaching": [s.name for s in panel.teaching(states)],
         "relay": panel.cdc.relay,
+        "share_groups": {"on": panel.settings.SHARE_GROUPS == "on", "lock_seconds": panel.settings.SHARE_LOCK_SECONDS},
         "load": None
         if load is None
         else {

@@ -316,6 +316,8 @@ def platform_programs(settings: Settings, run_id: str = "") -> list[Program]:
                 "MAIL_URL": f"http://127.0.0.1:{settings.MAIL_PORT}",
                 "SANDBOX_ADMIN_PASSWORD": settings.SANDBOX_ADMIN_PASSWORD,
                 "PROMETHEUS_URL": f"http://127.0.0.1:{settings.PROMETHEUS_PORT}",
+                "SHARE_GROUPS": settings.SHARE_GROUPS,
+                "SHARE_LOCK_SECONDS": str(settings.SHARE_LOCK_SECONDS),
                 **panel_token,
                 **broker_control,
                 **postgres_control,
