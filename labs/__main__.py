@@ -20,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--system",
         action="store_true",
-        help="only print what to start the system with for these labs (RELAY=… and, if needed, POSTGRES=ha)",
+        help="only print what to start the system with for these labs (RELAY=…, and POSTGRES=ha or SHARE_GROUPS=on"
+        " where they need it)",
     )
     args = parser.parse_args(argv)
     if not args.names:
@@ -71,27 +72,33 @@ def _relay_for(names: list[str]) -> str:
 
 def _system_for(names: list[str]) -> str:
     """`RELAY=…`, with ` POSTGRES=ha` when one of these labs needs a primary and a standby (or the
+    caller set it), and ` SHARE_GROUPS=on` when every one of them needs the share groups (or the
     caller set it). Debezium's labs run on one server (its logical slots do not follow a promotion)."""
     settings = Settings()
     pair = "POSTGRES" in settings.model_fields_set and settings.POSTGRES == "ha"
+    shared = "SHARE_GROUPS" in settings.model_fields_set and settings.SHARE_GROUPS == "on"
     relay = _relay_for(names)
+    system = f"RELAY={relay}"
     if relay == "builtin" and (pair or any(BY_NAME[name].postgres == "ha" for name in names)):
-        return f"RELAY={relay} POSTGRES=ha"  # a pair runs every lab on the built-in relay
-    return f"RELAY={relay}"
+        system += " POSTGRES=ha"  # a pair runs every lab on the built-in relay
+    if shared or all(BY_NAME[name].share_groups for name in names):
+        system += " SHARE_GROUPS=on"
+    return system
 
 
 def _runnable(names: list[str], panel: PanelClient) -> list[str]:
-    """Of `all`, the labs this system runs (its relay; a pair where one is needed); the others are
-    named, with how to run them."""
+    """Of `all`, the labs this system runs (its relay; a pair, or the share groups, where needed);
+    the others are named, with how to run them."""
     running = panel.relay()
     try:
         panel.databases()
         pair = True
     except LabError:
         pair = False
+    shared, _ = panel.share_groups()
     runnable = []
     for lab in (BY_NAME[name] for name in names):
-        if lab.relay != running or (lab.postgres == "ha" and not pair):
+        if lab.relay != running or (lab.postgres == "ha" and not pair) or (lab.share_groups and not shared):
             print(f"Lab {lab.number:02d} · {lab.title}: skipped, it needs {lab.system} ({lab.start})")
         else:
             runnable.append(lab.name)

@@ -67,6 +67,13 @@ class PanelClient:
         entries: list[Entry] = self._get(f"/api/orders/{order_id}/timeline")["entries"]
         return entries
 
+    def proof(self, order_id: str, effect: str) -> dict[str, Any]:
+        """One effect of the order as its proof page shows it: deliveries, marker, rows, verdict."""
+        for found in self._get(f"/api/orders/{order_id}/proof")["effects"]:
+            if found["effect"] == effect:
+                return dict(found)
+        raise LabError(f"the proof of order {order_id} has no effect named {effect!r}")
+
     def audit(self, stuck_after: float | None = None) -> dict[str, Any]:
         verdict: dict[str, Any] = self._get("/api/audit", **({"stuck_after": stuck_after} if stuck_after else {}))
         return verdict
@@ -96,6 +103,12 @@ class PanelClient:
     def relay(self) -> str:
         """The relay this system runs: builtin or debezium."""
         return str(self._get("/api/state").get("relay", "builtin"))
+
+    def share_groups(self) -> tuple[bool, float]:
+        """Whether the sales projection and the notification dispatch consume as share groups, and
+        how many seconds a record stays locked to the member that received it."""
+        answer = self._get("/api/state").get("share_groups") or {}
+        return bool(answer.get("on")), float(answer.get("lock_seconds", 30))
 
     def slots(self) -> dict[str, dict[str, Any]]:
         """Under RELAY=debezium, by database: its slot, retained bytes and connector's state."""

@@ -55,6 +55,8 @@ class Lab:
     """The relay the system must run (`make up RELAY=…`): the lab refuses to start on the other."""
     postgres: str = "single"
     """`ha` when the lab needs a primary and a standby (`make up POSTGRES=ha`); the others run on either."""
+    share_groups: bool = False
+    """True when the lab needs the share groups (`make up SHARE_GROUPS=on`); the others run either way."""
     expect: str = "neither"
     """What the auditor says of the lab's order once it has run: neither (nothing lost or doubled),
     lost, or doubled. The panel's predict-then-break mode asks the learner for it first."""
@@ -66,12 +68,16 @@ class Lab:
     @property
     def system(self) -> str:
         """The variables of `make up` this lab needs, beside the defaults: `RELAY=… POSTGRES=…`."""
-        return f"RELAY={self.relay}" + (" POSTGRES=ha" if self.postgres == "ha" else "")
+        return (
+            f"RELAY={self.relay}"
+            + (" POSTGRES=ha" if self.postgres == "ha" else "")
+            + (" SHARE_GROUPS=on" if self.share_groups else "")
+        )
 
     @property
     def start(self) -> str:
         """The command that starts a system this lab runs on."""
-        if self.relay == "builtin" and self.postgres != "ha":
+        if self.system == "RELAY=builtin":
             return "make up"
         return f"make down && make up {self.system.removeprefix('RELAY=builtin').strip()}"
 
@@ -104,6 +110,8 @@ def run(lab: Lab, panel: PanelClient, say: Callable[[str], None] = print) -> Res
                 panel.databases()
             except LabError as error:
                 raise LabError(f"this lab needs a primary and a standby ({error}): {lab.start}") from None
+        if lab.share_groups and not panel.share_groups()[0]:
+            raise LabError(f"this lab needs the share groups, and this system runs without them: {lab.start}")
         panel.act("reset")
         panel.wait_quiet()
         lab.run(session)

@@ -61,6 +61,7 @@ def test_the_command_lists_the_labs_and_refuses_unknown_names(capsys: pytest.Cap
         assert ("[" in line) == (lab.start != "make up"), line
         assert (f"RELAY={lab.relay}" in line) == (lab.relay != "builtin"), line
         assert ("POSTGRES=ha" in line) == (lab.postgres == "ha"), line
+        assert ("SHARE_GROUPS=on" in line) == lab.share_groups, line
     assert main(["no-such-lab"]) == 2
     assert "unknown lab" in capsys.readouterr().err
     assert main(["--known", "crash-after-commit"]) == 0
@@ -71,17 +72,24 @@ def test_make_lab_starts_the_system_its_labs_need(
 ) -> None:
     monkeypatch.delenv("RELAY", raising=False)
     monkeypatch.delenv("POSTGRES", raising=False)
+    monkeypatch.delenv("SHARE_GROUPS", raising=False)
     for names, system in (
         (["stopped-connector"], "RELAY=debezium"),
         (["relay-crash"], "RELAY=builtin"),
         (["failover"], "RELAY=builtin POSTGRES=ha"),
         (["relay-crash", "failover"], "RELAY=builtin POSTGRES=ha"),
         (["all"], "RELAY=builtin POSTGRES=ha"),
+        (["lock-expiry"], "RELAY=builtin SHARE_GROUPS=on"),
+        (["lock-expiry", "relay-crash"], "RELAY=builtin"),
     ):
         assert main(["--system", *names]) == 0
         assert capsys.readouterr().out.strip() == system, names
     monkeypatch.setenv("POSTGRES", "ha")
     assert main(["--system", "relay-crash"]) == 0 and capsys.readouterr().out.strip() == "RELAY=builtin POSTGRES=ha"
+    monkeypatch.setenv("SHARE_GROUPS", "on")
+    assert main(["--system", "relay-crash"]) == 0
+    assert capsys.readouterr().out.strip() == "RELAY=builtin POSTGRES=ha SHARE_GROUPS=on"
+    monkeypatch.delenv("SHARE_GROUPS")
     monkeypatch.setenv("POSTGRES", "single")
     monkeypatch.setenv("RELAY", "debezium")
     assert main(["--system", "all"]) == 0 and capsys.readouterr().out.strip() == "RELAY=debezium"
