@@ -9,6 +9,7 @@ from labs.scenarios import (
     check_then_act,
     crash_after_commit,
     failover,
+    lock_expiry,
     marker_after,
     marker_before,
     memory_dedup,
@@ -195,6 +196,18 @@ LABS = (
         ),
         postgres="ha",
         expect="lost",
+    ),
+    Lab(
+        18,
+        "lock-expiry",
+        "A share group's lock that expired",
+        lock_expiry.run,
+        (
+            "tests/integration/test_share_groups.py::test_a_record_whose_lock_expired_under_its_first_member_is_applied_by_another",
+            "tests/integration/test_saga_services.py::test_the_sales_projection_counts_a_sale_once_by_its_marker_alone",
+            "tests/e2e/test_share_groups_system.py::test_the_lock_expiry_lab",
+        ),
+        share_groups=True,
     ),
 )
 

@@ -1,8 +1,10 @@
 """`make up SHARE_GROUPS=on` (a system of its own): the sales projection and the notification
 dispatch consume as share groups of four members each over three partitions; orders go to their
 ends with the auditor green; a record whose lock expires under a stalled projection member is
-applied by another member and counted a duplicate by the first; a rewind of a share group is
-refused with its reason; and a short soak on it loses and doubles nothing."""
+applied by another member and counted a duplicate by the first; the workshop's lock-expiry lab
+runs on it; a rewind of a share group is refused with its reason; and a short soak on it loses
+and doubles nothing (the lab's doubled sale, staged on purpose, is left out of the soak's
+accounting: the soak audits the orders it placed)."""
 
 from __future__ import annotations
 
@@ -12,15 +14,19 @@ from functools import partial
 
 import httpx
 import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from auditor.invariants import audit, database_reader, report
 from infra.launcher.processes import control_urls
+from labs.catalog import BY_NAME
+from labs.client import PanelClient
 from services.orders.load import place_orders
 from services.settings import PROJECT_ROOT, Settings
 from services.topology import TOPIC_PARTITIONS, database
 from tests.support.launcher_run import LauncherRun, running_system
 from tests.support.scraped import metric
 from tests.support.waiting import wait_for
+from tests.support.workshop import run_and_screenshot
 
 FINAL = {"CONFIRMED", "REJECTED", "CANCELLED"}
 SHARE_PROCESSES = {"sales-projection": "sales-projection-v1", "notification": "notification-dispatch-v1"}
@@ -126,6 +132,17 @@ def test_a_lock_that_expired_under_a_stalled_member_gives_one_effect_and_one_dup
     consumer = SHARE_PROCESSES["sales-projection"]
     assert metric(system, "sales-projection", "eo_consumer_share_redeliveries_total", consumer=consumer) >= 1
     _audit_is_clean(system)
+
+
+def test_the_lock_expiry_lab(system: Settings, browser: WebDriver) -> None:
+    """The workshop's lab on this system, as `make lab NAME=lock-expiry` runs it, with its
+    screenshot (tests/support/workshop.py): one sales line and one duplicate with the marker, two
+    lines without."""
+    panel = PanelClient(system.chaos_panel_url)
+    try:
+        run_and_screenshot(BY_NAME["lock-expiry"], panel, browser)
+    finally:
+        panel.close()
 
 
 def test_a_share_group_refuses_a_rewind_with_its_reason(system: Settings) -> None:

@@ -1,0 +1,81 @@
+"""Lab 18: a share group hands a record to one member and locks it there; the member's handler
+stalls past the lock, the broker hands the record to another member, and the message is
+processed twice at once. The marker makes the later one a duplicate; without it, the sale is
+counted twice."""
+
+from __future__ import annotations
+
+from labs.client import LabError
+from labs.lab import Session, count, delivered, described, fault
+from labs.scenarios.staging import named_by_auditor
+
+PROCESS = "sales-projection"
+PROJECTION = "sales-projection-v1"
+EFFECT = "Sales projection row"
+LONGEST_STALL = 120.0
+"""The panel stalls a handler for two minutes at most."""
+
+
+def stall_past(lock_seconds: float) -> float:
+    """How long to stall a handler so that its record's lock expires and another member has time
+    to receive the record and apply it before the stalled one goes on."""
+    return lock_seconds + max(4.0, lock_seconds / 2)
+
+
+def run(lab: Session) -> None:
+    panel = lab.panel
+    _, lock = panel.share_groups()
+    stall = stall_past(lock)
+    if stall > LONGEST_STALL:
+        raise LabError(
+            f"the share groups' record lock lasts {lock:g} s, longer than a handler can be stalled here: "
+            "make down && make up SHARE_GROUPS=on SHARE_LOCK_SECONDS=5"
+        )
+    order = _stalled_once(lab, "before_claim", stall, lock, "before it claims the marker")
+    lab.order_id, lab.look = order, f"/orders/{order}"
+    panel.wait_entry(order, "the stalled member's duplicate", delivered(PROJECTION, "PaymentAuthorized", "duplicate"))
+    entries = panel.timeline(order)
+    applied = count(entries, delivered(PROJECTION, "PaymentAuthorized", "applied"))
+    duplicates = count(entries, delivered(PROJECTION, "PaymentAuthorized", "duplicate"))
+    lab.check(
+        "two members processed the one record: one applied it, the other found the marker taken",
+        (applied, duplicates) == (1, 1),
+        f"{applied} applied, {duplicates} duplicate",
+    )
+    proof = panel.proof(order, EFFECT)
+    lab.check(
+        "the proof page shows one sales line, made once",
+        proof["verdict"] == "once" and len(proof["rows"]) == 1,
+        f"{len(proof['rows'])} line(s): {proof['sentence']}",
+    )
+    anomalies = panel.anomalies(order)
+    lab.check("the auditor finds nothing wrong with the order", not anomalies, described(anomalies))
+
+    lab.step(f"switch {PROCESS} to no_dedup: no marker at all")
+    panel.act("strategy", process=PROCESS, strategy="no_dedup")
+    again = _stalled_once(lab, "before_commit", stall, lock, "with its line added, before it commits")
+    panel.wait(
+        lambda: count(panel.timeline(again), delivered(PROJECTION, "PaymentAuthorized", "applied")) == 2,
+        stall + 60,
+        f"both members to apply the PaymentAuthorized of order {again}",
+    )
+    doubled = named_by_auditor(lab, again, "each sale counted once")
+    lines = panel.proof(again, EFFECT)["rows"]
+    lab.check(
+        f"without a marker both applied it: order {again} has two sales lines",
+        len(lines) == 2 and bool(doubled),
+        described(doubled),
+    )
+
+
+def _stalled_once(lab: Session, point: str, stall: float, lock: float, where: str) -> str:
+    """Arm one stall of the projection at `point`, place an order, and wait until a member stalls
+    with the order's PaymentAuthorized in hand; returns the order id."""
+    panel = lab.panel
+    lab.step(f"arm {PROCESS}: stall {stall:g} s {where}, once (a record stays locked {lock:g} s)")
+    panel.act("faults", process=PROCESS, point=point, action="stall", times=1, stall_seconds=stall)
+    order = panel.place_order()
+    lab.step(f"placed order {order}: its PaymentAuthorized goes to one member of the share group, which stalls")
+    panel.wait_entry(order, "the stall", fault(PROCESS, point))
+    lab.step(f"the lock expires after {lock:g} s and the broker hands the record to another member")
+    return order
