@@ -80,7 +80,6 @@ def audit(
     _facts_announced_once(query, verdict)
     charges = _charges(query, verdict)
     emails = _emails(query, verdict)
-    _sales(query, verdict)
     work = _pending_work(query, verdict, stuck_after)
     _orders(query, verdict, charges, emails, stuck_after, work)
     _markers_and_effects(query, verdict, stuck_after)
@@ -175,19 +174,6 @@ def _emails(query: Query, verdict: Verdict) -> Counter[str]:
         if count > 1:
             verdict.flag("at most one email per order", order_id, f"{count} emails in the mail sandbox")
     return emails
-
-
-SALES_COUNTED_ONCE = "each sale counted once in the sales projection"
-
-
-def _sales(query: Query, verdict: Verdict) -> None:
-    """The sales projection adds a line per PaymentAuthorized it applies and nothing in its table
-    refuses a second: two lines for an order are one sale counted twice."""
-    lines: Counter[str] = Counter(row[0] for row in query("notification", "SELECT order_id FROM sales_projection"))
-    verdict.checks[SALES_COUNTED_ONCE] = len(lines)
-    for order_id, count in lines.items():
-        if count > 1:
-            verdict.flag(SALES_COUNTED_ONCE, order_id, f"{count} lines for one sale in the sales projection")
 
 
 @dataclass(frozen=True)

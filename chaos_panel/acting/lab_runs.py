@@ -20,12 +20,7 @@ from labs.client import LabError, PanelClient
 from labs.lab import run
 
 ANSWERS = ("lost", "doubled", "neither")
-DOUBLED = (
-    "decides once per order",
-    "at most one charge per order",
-    "at most one email per order",
-    "each sale counted once",
-)
+DOUBLED = ("decides once per order", "at most one charge per order", "at most one email per order")
 LOST = ("every event reaches its effect", "no saga stuck", "every outbox row is published")
 STUCK_AFTER = 5.0
 """Seconds after which the auditor takes an unfinished order as stuck, when it answers for a lab:

@@ -32,10 +32,10 @@ def record_confirmation_email(event: Envelope, transaction: Connection) -> None:
 
 
 def project_sale(event: Envelope, transaction: Connection) -> None:
-    """PaymentAuthorized, for the sales projection: a line in its ledger of sales. The line is
-    added, never upserted: the marker claimed in this transaction is what counts a sale once."""
+    """PaymentAuthorized, for the sales projection: one row per paid order."""
     transaction.execute(
-        "INSERT INTO sales_projection (order_id, amount_cents, authorized_at) VALUES (%s, %s, %s)",
+        "INSERT INTO sales_projection (order_id, amount_cents, authorized_at) VALUES (%s, %s, %s) "
+        "ON CONFLICT DO NOTHING",
         (event.key, int(event.payload["amount_cents"]), event.occurred_at),
     )
 

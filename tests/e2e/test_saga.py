@@ -152,11 +152,6 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
     notification = settings.admin_database_url.rsplit("/", 1)[0] + "/notification"
     with psycopg.connect(notification) as connection:
         connection.execute("DELETE FROM sales_projection WHERE order_id = %s", (lost,))
-        connection.execute(  # the sale counted again, as a consumer without its marker would
-            "INSERT INTO sales_projection (order_id, amount_cents, authorized_at)"
-            " SELECT order_id, amount_cents, authorized_at FROM sales_projection WHERE order_id = %s",
-            (doubled,),
-        )
     again = str(uuid.uuid4())
     inventory = settings.admin_database_url.rsplit("/", 1)[0] + "/inventory"
     with psycopg.connect(inventory) as connection:  # announced again, under a new id, already published
@@ -177,7 +172,6 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
     assert ("at most one charge per order", doubled) in found
     assert ("a confirmed order was charged and mailed once", doubled) in found
     assert ("sales-projection-v1: every marker has its effect and every effect its marker", lost) in found
-    assert ("each sale counted once in the sales projection", doubled) in found
     evidence = {(anomaly.invariant, anomaly.subject): anomaly.evidence for anomaly in verdict.anomalies}
     twice = evidence[("inventory announces each fact once", announced)]
     assert twice.startswith("2 InventoryReserved events: ") and again in twice, twice

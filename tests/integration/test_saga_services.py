@@ -11,11 +11,11 @@ import pytest
 
 from effectively_once.envelope import Envelope
 from effectively_once.faults import FaultAction, FaultPoints, InjectedFault
-from effectively_once.outcomes import Outcome, Strategy
+from effectively_once.outcomes import Outcome
 from services import saga_contract as contract
 from services.inventory.handlers import HANDLERS as INVENTORY
 from services.notification import dispatcher
-from services.notification.handlers import DISPATCH_HANDLERS, PROJECTION_HANDLERS
+from services.notification.handlers import DISPATCH_HANDLERS
 from services.payment import executor
 from services.payment.handlers import HANDLERS as PAYMENT
 from services.settings import Settings
@@ -71,28 +71,6 @@ def test_a_semantic_duplicate_order_placed_reserves_once(make_processor: Process
     assert processor.process(_placed(order, lines)) is Outcome.APPLIED  # a new message id, the same fact
     assert _one(url, "SELECT available, reserved FROM stock WHERE sku = 'sku-espresso'") == (99_998, 2)
     assert _one(url, "SELECT count(*) FROM reservation WHERE order_id = %s", order) == (2,)
-
-
-@pytest.mark.parametrize(
-    ("strategy", "lines", "second"),
-    [(Strategy.CORRECT, 1, Outcome.DUPLICATE), (Strategy.NO_DEDUP, 2, Outcome.APPLIED)],
-    ids=["the-marker-counts-it-once", "without-a-marker-it-is-counted-twice"],
-)
-def test_the_sales_projection_counts_a_sale_once_by_its_marker_alone(
-    make_processor: ProcessorFactory, runtime_db: str, strategy: Strategy, lines: int, second: Outcome
-) -> None:
-    """The projection's ledger adds a line per application and nothing in its table refuses a
-    second: a redelivered copy of the message is held off by the marker alone."""
-    url = service_schema(runtime_db, "notification")
-    processor = make_processor("sales-projection-v1", PROJECTION_HANDLERS, database_url=url, strategy=strategy)
-    order = f"order-{uuid.uuid4()}"
-    event = _authorized(order)
-    assert processor.process(event) is Outcome.APPLIED
-    assert processor.process(event) is second
-    assert _one(url, "SELECT count(*), sum(amount_cents) FROM sales_projection WHERE order_id = %s", order) == (
-        lines,
-        4800 * lines,
-    )
 
 
 def test_a_shortfall_reserves_nothing_and_says_why(make_processor: ProcessorFactory, runtime_db: str) -> None:

@@ -20,7 +20,6 @@ from tests.support.waiting import wait_for
         ([], "neither"),
         ([{"invariant": "inventory decides once per order", "evidence": "2 InventoryReserved"}], "doubled"),
         ([{"invariant": "at most one charge per order", "evidence": "2 charges"}], "doubled"),
-        ([{"invariant": "each sale counted once in the sales projection", "evidence": "2 lines"}], "doubled"),
         ([{"invariant": "no saga stuck", "evidence": "still PLACED after 0:00:05"}], "lost"),
         (
             [{"invariant": "x: every marker has its effect", "evidence": "marker committed, business effect missing"}],
