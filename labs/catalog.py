@@ -204,7 +204,6 @@ LABS = (
         lock_expiry.run,
         (
             "tests/integration/test_share_groups.py::test_a_record_whose_lock_expired_under_its_first_member_is_applied_by_another",
-            "tests/integration/test_saga_services.py::test_the_sales_projection_counts_a_sale_once_by_its_marker_alone",
             "tests/e2e/test_share_groups_system.py::test_the_lock_expiry_lab",
         ),
         share_groups=True,

@@ -3,8 +3,7 @@ dispatch consume as share groups of four members each over three partitions; ord
 ends with the auditor green; a record whose lock expires under a stalled projection member is
 applied by another member and counted a duplicate by the first; the workshop's lock-expiry lab
 runs on it; a rewind of a share group is refused with its reason; and a short soak on it loses
-and doubles nothing (the lab's doubled sale, staged on purpose, is left out of the soak's
-accounting: the soak audits the orders it placed)."""
+and doubles nothing."""
 
 from __future__ import annotations
 
@@ -136,8 +135,7 @@ def test_a_lock_that_expired_under_a_stalled_member_gives_one_effect_and_one_dup
 
 def test_the_lock_expiry_lab(system: Settings, browser: WebDriver) -> None:
     """The workshop's lab on this system, as `make lab NAME=lock-expiry` runs it, with its
-    screenshot (tests/support/workshop.py): one sales line and one duplicate with the marker, two
-    lines without."""
+    screenshot (tests/support/workshop.py): one row and one duplicate."""
     panel = PanelClient(system.chaos_panel_url)
     try:
         run_and_screenshot(BY_NAME["lock-expiry"], panel, browser)
