@@ -56,7 +56,8 @@ class Lab:
     postgres: str = "single"
     """`ha` when the lab needs a primary and a standby (`make up POSTGRES=ha`); the others run on either."""
     share_groups: bool = False
-    """True when the lab needs the share groups (`make up SHARE_GROUPS=on`); the others run either way."""
+    """True when the lab needs the share groups (`make up SHARE_GROUPS=on`); the others are run
+    without them."""
     expect: str = "neither"
     """What the auditor says of the lab's order once it has run: neither (nothing lost or doubled),
     lost, or doubled. The panel's predict-then-break mode asks the learner for it first."""

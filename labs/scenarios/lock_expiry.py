@@ -29,8 +29,13 @@ def run(lab: Session) -> None:
             f"the share groups' record lock lasts {lock:g} s, longer than a handler can be stalled here: "
             "make down && make up SHARE_GROUPS=on SHARE_LOCK_SECONDS=5"
         )
-    order = _stalled_once(lab, "before_claim", stall, lock, "before it claims the marker")
-    lab.order_id, lab.look = order, f"/orders/{order}"
+    lab.step(f"arm {PROCESS}: stall {stall:g} s before it claims the marker, once (a record stays locked {lock:g} s)")
+    panel.act("faults", process=PROCESS, point="before_claim", action="stall", times=1, stall_seconds=stall)
+    lab.order_id = order = panel.place_order()
+    lab.look = f"/orders/{order}"
+    lab.step(f"placed order {order}: its PaymentAuthorized goes to one member of the share group, which stalls")
+    panel.wait_entry(order, "the stall", fault(PROCESS, "before_claim"))
+    lab.step(f"the lock expires after {lock:g} s and the broker hands the record to another member")
     panel.wait_entry(order, "the stalled member's duplicate", delivered(PROJECTION, "PaymentAuthorized", "duplicate"))
     entries = panel.timeline(order)
     applied = count(entries, delivered(PROJECTION, "PaymentAuthorized", "applied"))
@@ -48,16 +53,3 @@ def run(lab: Session) -> None:
     )
     anomalies = panel.anomalies(order)
     lab.check("the auditor finds nothing wrong with the order", not anomalies, described(anomalies))
-
-
-def _stalled_once(lab: Session, point: str, stall: float, lock: float, where: str) -> str:
-    """Arm one stall of the projection at `point`, place an order, and wait until a member stalls
-    with the order's PaymentAuthorized in hand; returns the order id."""
-    panel = lab.panel
-    lab.step(f"arm {PROCESS}: stall {stall:g} s {where}, once (a record stays locked {lock:g} s)")
-    panel.act("faults", process=PROCESS, point=point, action="stall", times=1, stall_seconds=stall)
-    order = panel.place_order()
-    lab.step(f"placed order {order}: its PaymentAuthorized goes to one member of the share group, which stalls")
-    panel.wait_entry(order, "the stall", fault(PROCESS, point))
-    lab.step(f"the lock expires after {lock:g} s and the broker hands the record to another member")
-    return order
