@@ -15,8 +15,11 @@
 # 29592, the third on 29632 and 29692, outside every band below), and picks the ports of the
 # servers its tests start from a band of its own (EO_TEST_PORTS), so they never collide. The
 # first and third runs' output is kept in artifacts/test-e2e.log and artifacts/test-third.log and
-# printed when all are done; the exit status fails if any failed.
+# printed when all are done (the second's is printed as it runs and kept in
+# artifacts/test-second.log); then every failure's summary line, and the exit status fails if any
+# failed. COLUMNS is wide so that pytest's summary lines keep their messages.
 set -uo pipefail
+export COLUMNS=${COLUMNS:-200}
 python=$1
 shift
 mkdir -p artifacts
@@ -24,6 +27,7 @@ mkdir -p artifacts
 "$python" -m infra.launcher prepare || exit 1
 first_log=artifacts/test-e2e.log
 third_log=artifacts/test-third.log
+second_log=artifacts/test-second.log
 shared=$("$python" -c 'from services.settings import Settings; print(Settings().EO_STATE_DIR)')
 THIRD=(tests/integration/test_black_box_contract.py tests/e2e/test_inventory_implementations.py
        tests/integration/test_api_conformance.py tests/integration/test_relay_leader_loss.py
@@ -39,8 +43,9 @@ EO_TEST_PORTS=30000-32000 EO_STATE_DIR="$shared-third" POSTGRES_PORT=29632 KAFKA
   KAFKA_CONTROLLER_PORT=29693 "$python" -m pytest "${THIRD[@]}" "$@" >"$third_log" 2>&1 &
 third=$!
 trap 'kill "$first" "$third" 2>/dev/null' INT TERM
-EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel "${deselect[@]}" "$@"
-second=$?
+EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel "${deselect[@]}" "$@" \
+  2>&1 | tee "$second_log"
+second=${PIPESTATUS[0]}
 echo
 echo "== unit, integration and panel tests: exit $second; the other end-to-end tests ($first_log):"
 wait "$first"
@@ -52,4 +57,7 @@ third_status=$?
 cat "$third_log"
 echo "== unit, integration and panel tests: exit $second; the other end-to-end tests: exit $first_status;" \
   "Java and TypeScript, conformance, leader loss, example: exit $third_status"
+# What failed, last: a reader of the end of this output sees each failure's first line.
+echo "== what failed:"
+grep -hE '^(FAILED|ERROR) ' "$second_log" "$first_log" "$third_log" || echo "nothing"
 exit $((second != 0 || first_status != 0 || third_status != 0))
