@@ -81,7 +81,7 @@ class LauncherRun:
 
     def soak(self, log: Path, *arguments: str, timeout: float = 800) -> tuple[int, str]:
         """`python -m soak` against this system, printing into `log` (kept as an artifact); its exit
-        status and the end of what it printed."""
+        status and the end of what it printed, after a line that sums it up (`_soak_outcome`)."""
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("w") as output:
             result = subprocess.run(
@@ -93,7 +93,7 @@ class LauncherRun:
                 timeout=timeout,
                 check=False,
             )
-        return result.returncode, log.read_text()[-8000:]
+        return result.returncode, _soak_outcome(log.read_text())
 
     def processes_using_state_dir(self) -> list[str]:
         """Command lines of live processes that mention this run's state directory."""
@@ -112,6 +112,17 @@ class LauncherRun:
 
     def remove(self) -> None:
         shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+def _soak_outcome(printed: str) -> str:
+    """The end of a soak's output (a line printed again and again while it waits, once), after a
+    first line with its verdict and counts: a test summary shows an assertion's first line only."""
+    every = printed.splitlines()
+    lines = [line for n, line in enumerate(every) if n == 0 or line != every[n - 1]]
+    counted = ("anomalies ", "orders not terminal", "not carried out", "soak: ", "SOAK: ")
+    summary = [" ".join(line.split()) for line in lines if line.strip().startswith(counted)]
+    verdict = "; ".join(summary[-6:]) or "the soak printed no verdict"
+    return verdict + "\n" + "\n".join(lines)[-8000:]
 
 
 @contextmanager
