@@ -20,7 +20,7 @@ from chaos_panel.acting.control_endpoints import ControlError, ControlPlane
 from chaos_panel.acting.injector import InjectionError, Injector
 from chaos_panel.reading import records
 from chaos_panel.reading.telemetry_store import read_telemetry
-from infra.launcher import broker_chaos, postgres_cluster, postgres_pair, processes
+from infra.launcher import broker_chaos, kafka_connect, postgres_cluster, postgres_pair, processes
 from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
 from services.orders.load import LoadResult, place_orders
@@ -313,9 +313,18 @@ class Soak:
                 self.say(
                     f"soak: {in_flight} orders in flight, {unpublished} outbox rows unpublished"
                     + (f", {behind} events not yet consumed" if behind > 0 else "")
+                    + (self._connectors_not_running() if unpublished and self._runs_connect() else "")
                 )
             time.sleep(1)
         return in_flight
+
+    def _connectors_not_running(self) -> str:
+        """Where Debezium relays and rows wait: each connector that is not RUNNING, and its state."""
+        states = kafka_connect.connector_states(self.settings.KAFKA_CONNECT_PORT)
+        if not states:
+            return "; Kafka Connect's worker does not answer"
+        stopped = {name: state for name, state in states.items() if state != "RUNNING"}
+        return "".join(f"; connector {name} {state}" for name, state in sorted(stopped.items()))
 
     def _count_telemetry(self, report: Report, since: float) -> None:
         told = read_telemetry(self.settings.kafka_bootstrap_servers, since=since)

@@ -59,6 +59,17 @@ def _duplicates(settings: Settings) -> float:
     return total
 
 
+def _worker_complaints(run: LauncherRun) -> str:
+    """The worker's last errors and warnings, but for its clients' lost connections (the whole log
+    is in the state directory, removed with the system): what a failed soak needs explained."""
+    path = Supervisor(run.state_dir).log_path(processes.KAFKA_CONNECT)
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    complaints = [
+        line[:300] for line in lines if (" ERROR " in line or " WARN " in line) and "NetworkClient" not in line
+    ]
+    return f"\nthe Kafka Connect worker's last errors and warnings ({path}):\n" + "\n".join(complaints[-40:])
+
+
 def _unmarked(settings: Settings) -> int:
     count = 0
     for outbox in outbox_databases():
@@ -205,7 +216,7 @@ def test_a_short_soak_with_debezium_relaying_loses_nothing_and_doubles_nothing(
     run, _ = system
     log = PROJECT_ROOT / "artifacts" / "soak" / "short-soak-debezium.log"
     status, printed = run.soak(log, "--duration", "45", "--rate", "6", "--crashes", "0", "--seed", "7", timeout=540)
-    assert status == 0 and "SOAK: PASSED" in printed, printed
+    assert status == 0 and "SOAK: PASSED" in printed, printed + _worker_complaints(run)
     injected = re.search(r"faults injected\s+(.*)$", printed, re.M)
     assert injected and "connect kill 2" in injected.group(1), printed
     assert re.search(r"^\s*not carried out\s+none$", printed, re.M), printed
