@@ -23,6 +23,9 @@ INVENTORY = "inventory-reservation-v1"
 ORDERS = 3
 HOLD_SECONDS = 15
 REWIND_MARGIN = timedelta(seconds=30)
+# How long the standby may take to stream and replay everything: after the first half's failover
+# the old primary is being rebuilt as the new one's standby, which took 75 s on a busy machine.
+STANDBY_READY_SECONDS = 180
 
 
 def _caught_up(panel: PanelClient, synchronous: bool) -> bool:
@@ -59,7 +62,11 @@ def _stage(lab: Session, synchronous: bool) -> list[str]:
     panel = lab.panel
     panel.act("databases/sync", mode="on" if synchronous else "off")
     mode = "synchronous" if synchronous else "asynchronous"
-    panel.wait(lambda: _caught_up(panel, synchronous), 60, f"the standby to stream, {mode}, and replay everything")
+    panel.wait(
+        lambda: _caught_up(panel, synchronous),
+        STANDBY_READY_SECONDS,
+        f"the standby to stream, {mode}, and replay everything",
+    )
     _hold_inventory(panel, HOLD_SECONDS)
     try:
         orders = [panel.place_order() for _ in range(ORDERS)]

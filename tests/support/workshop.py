@@ -26,7 +26,9 @@ def _ready_selector(look: str) -> str:
 def run_and_screenshot(lab: Lab, panel: PanelClient, browser: WebDriver) -> None:
     lines: list[str] = []
     result = run(lab, panel, say=lines.append)
-    assert result.passed, "\n".join(lines)
+    failed = "; ".join(f"{c.claim} [{c.evidence}]" for c in result.checks if not c.passed) or "no check ran"
+    # What failed comes first: a test summary shows an assertion's first line only.
+    assert result.passed, f"lab {lab.number} failed: {failed}\n" + "\n".join(lines)
 
     browser.get(f"{panel.url}{result.look}")
     selector = _ready_selector(result.look)
