@@ -8,9 +8,11 @@ acknowledges it, in explicit mode, one of three ways:
 - ACCEPT, once its transaction committed (applied, or found a duplicate by its marker);
 - REJECT, once its dead letter was confirmed (it is never delivered again);
 - RELEASE, when it was not processed (the database went away): another delivery, maybe to
-  another member, tries again, after a pause that doubles each time in a row (every delivery
-  counts, and the broker archives a record delivered group.share.delivery.count.limit times, 10
-  on the launcher's brokers: dropped for the group with no dead letter).
+  another member, tries again, after a pause that doubles each time in a row. Every delivery
+  counts, and the broker archives a record delivered group.share.delivery.count.limit times (10
+  on the launcher's brokers): dropped for the group with no trace. So on a record's last delivery
+  the member dead-letters it instead (reason `delivery_limit`) and rejects it once the dead letter
+  is confirmed; only an unconfirmed dead letter still releases it.
 
 A record whose lock expires before it is acknowledged (`share.record.lock.duration.ms`, 30 s by
 default) goes to another member while the first may still be at work on it: the same message is
@@ -35,12 +37,15 @@ from typing import Any
 from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer, TopicPartition
 
 from .. import metrics
-from ..dead_letters import DeadLetterPublisher
+from ..dead_letters import DeadLetterPublisher, DeadLetterUnconfirmed
 from ..kafka_client import client_config
 from .deliveries import ClientFailed, Delivery, decode_all, process
 from .processor import MessageProcessor, TerminalFailure
 
 log = logging.getLogger(__name__)
+
+DELIVERY_LIMIT = "delivery_limit"
+"""A dead letter's reason: its record was not processed in as many deliveries as the broker allows."""
 
 
 def share_group_id(consumer_name: str) -> str:
@@ -60,6 +65,9 @@ class ShareLoopConfig:
     batch_size: int = 1
     """Records per database transaction (batched mode above 1)."""
     poll_timeout_seconds: float = 0.5
+    delivery_limit: int = 10
+    """The brokers' group.share.delivery.count.limit: a record not processed on its delivery of
+    this number is dead-lettered and rejected, not released (the broker would archive it)."""
     retry_backoff_cap_seconds: float = 5.0
     """The longest pause after releasing records the database could not take (doubling from 0.1 s):
     each release counts a delivery, and a record delivered group.share.delivery.count.limit times
@@ -152,12 +160,38 @@ class ShareGroupLoop:
                 break  # the database went away: the rest goes back to the group
         released = deliveries[start:]
         for delivery in released:
-            self._consumer.acknowledge(delivery.message, AcknowledgeType.RELEASE)
+            self._consumer.acknowledge(delivery.message, self._give_back(delivery))
         self._send_acknowledgements()
         if released and not self._stopping:
             self._back_off(len(released))
         else:
             self._retry_round = 0
+
+    def _give_back(self, delivery: Delivery) -> AcknowledgeType:
+        """RELEASE a record not processed, but on its last delivery: its dead letter, then REJECT
+        (the database may be away: the dead letter, on Kafka, is its only trace)."""
+        count = delivery.message.delivery_count() or 1
+        if count < self.config.delivery_limit:
+            return AcknowledgeType.RELEASE
+        message_id = delivery.event.message_id if delivery.event else None
+        try:
+            self.dead_letters.publish(
+                delivery.message,
+                DELIVERY_LIMIT,
+                "DeliveryLimitReached",
+                f"not processed in {count} deliveries (the last the broker allows): the database could not take it",
+                message_id,
+            )
+        except DeadLetterUnconfirmed as unconfirmed:
+            log.error("%s; released on its last delivery", unconfirmed, extra={"consumer": self.name})
+            return AcknowledgeType.RELEASE
+        log.error(
+            "message %s dead-lettered after %d deliveries",
+            message_id,
+            count,
+            extra={"consumer": self.name},
+        )
+        return AcknowledgeType.REJECT
 
     def _back_off(self, released: int) -> None:
         """Pause before the next poll, longer each time in a row, so that records released while the

@@ -87,6 +87,10 @@ class ConsumerSettings(ProcessSettings):
     """Consume as a share group (KIP-932, brokers 4.2 and later; consumer/share_loop.py): records,
     not partitions, are handed out, any number of members share the partitions, and each record is
     acknowledged on its own. No per-key order; one worker per member; no rewind."""
+    CONSUMER_SHARE_DELIVERY_LIMIT: int = Field(default=10, ge=2, le=10)
+    """With CONSUMER_SHARE_GROUP, the brokers' group.share.delivery.count.limit (10 on the
+    launcher's and compose's): a record the database could not take on its last delivery is
+    dead-lettered and rejected, not released for the broker to archive."""
     CONSUMER_SHARE_MEMBERS: int = Field(default=4, ge=1, le=16)
     """With CONSUMER_SHARE_GROUP, the share-group members this process runs (in place of
     CONSUMER_MEMBERS): more than a topic's partitions is what a share group is for."""
@@ -322,6 +326,7 @@ def build_share_member(
         topics=topics,
         group_id=settings.CONSUMER_GROUP or share_group_id(consumer_name),
         batch_size=settings.CONSUMER_BATCH_SIZE,
+        delivery_limit=settings.CONSUMER_SHARE_DELIVERY_LIMIT,
         kafka=dict(kafka or {}),
     )
     return ShareGroupLoop(share_config, parts.processor, parts.dead_letters, on_close=parts.close)

@@ -1,7 +1,8 @@
 """Share-group members (KIP-932) on the real broker and database: more members than partitions
 apply every message once, and a record whose lock expired while its first member was still at
 work is applied by another member and found taken by the first (one effect, one duplicate, the
-record delivered twice), while a strategy without a marker applies it twice."""
+record delivered twice), while a strategy without a marker applies it twice; a record the database
+never takes is dead-lettered on its last delivery, not archived by the broker."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Message, Producer
 from prometheus_client import REGISTRY
 
+from auditor.dead_letters import dead_letter_of
 from effectively_once.consumer import wiring
-from effectively_once.consumer.share_loop import ShareGroupLoop, share_group_id
+from effectively_once.consumer.share_loop import DELIVERY_LIMIT, ShareGroupLoop, share_group_id
 from effectively_once.envelope import Envelope
 from effectively_once.faults import FaultAction, FaultPoints
 from effectively_once.kafka_client import client_config
@@ -153,3 +155,48 @@ def test_a_record_whose_lock_expired_under_its_first_member_is_applied_by_anothe
         assert _counted(name, "duplicate") == duplicates
     redelivered = REGISTRY.get_sample_value("eo_consumer_share_redeliveries_total", {"consumer": name})
     assert redelivered == 1, "the second delivery says it is one"
+
+
+def test_a_record_the_database_never_takes_is_dead_lettered_on_its_last_delivery(
+    settings: Settings, name: str, topics: Topics
+) -> None:
+    """The broker archives a record delivered as many times as it allows, with no trace: on that
+    delivery the member dead-letters it (reason delivery_limit) and rejects it instead."""
+    ensure_share_groups(settings.kafka_bootstrap_servers, (share_group_id(name),))
+    unreachable = wiring.ConsumerSettings(
+        DATABASE_URL="postgresql://nobody:nothing@127.0.0.1:9/none?connect_timeout=1",
+        KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
+        CONSUMER_SHARE_GROUP=True,
+        CONSUMER_SHARE_DELIVERY_LIMIT=3,
+    )
+    member = wiring.build_share_member(
+        name,
+        (topics.events,),
+        {LEDGER_ENTRY: ledger_handler(name)},
+        unreachable,
+        dead_letter_topic=topics.dead_letters,
+        faults=FaultPoints(),
+        purge=False,
+    )
+    event = entry("order-never-taken", amount=1)
+    letters: list[Message] = []
+    reader = Consumer(
+        client_config(settings.kafka_bootstrap_servers, {"group.id": f"{name}-reader", "auto.offset.reset": "earliest"})
+    )
+    reader.subscribe([topics.dead_letters])
+    try:
+        with _running([member]):
+            _publish(settings, topics.events, [event])
+
+            def lettered() -> bool:
+                letter = reader.poll(0.5)
+                if letter is not None and letter.error() is None:
+                    letters.append(letter)
+                return bool(letters)
+
+            wait_for(lettered, 60, "the record's dead letter")
+    finally:
+        reader.close()
+    letter = dead_letter_of(letters[0])
+    assert (letter.reason, letter.message_id) == (DELIVERY_LIMIT, event.message_id), letter
+    assert "not processed in 3 deliveries" in letter.error, letter

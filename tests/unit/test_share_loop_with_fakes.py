@@ -1,9 +1,13 @@
 """A share-group member's acknowledgements with a fake client and scripted paths: every record of
 a poll acknowledged once, before the next poll; ACCEPT only after its commit, REJECT only after its
-dead letter, RELEASE for all that follows a record the database could not take. (The integration
+dead letter, RELEASE for all that follows a record the database could not take, but on a record's
+last delivery its dead letter and REJECT. (The integration
 tests run the member against the real broker.)"""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
 
 import psycopg
 from confluent_kafka import AcknowledgeType
@@ -11,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from effectively_once.consumer.processor import MessageProcessor, NonRetryable, ProcessorConfig
-from effectively_once.consumer.share_loop import ShareGroupLoop, ShareLoopConfig
+from effectively_once.consumer.share_loop import DELIVERY_LIMIT, ShareGroupLoop, ShareLoopConfig
+from effectively_once.dead_letters import DeadLetterUnconfirmed
 from effectively_once.envelope import Envelope
 from effectively_once.outcomes import Outcome
 from tests.support.fake_consumer import (
@@ -88,3 +93,29 @@ def test_each_record_is_acknowledged_once_and_only_as_what_became_of_it(
     lettered = {message_id for message_id, _ in dead.letters}
     rejected = {offset for offset, ack in given_as.items() if ack == AcknowledgeType.REJECT}
     assert len(lettered) == len(rejected), "a record is rejected only once its dead letter is confirmed"
+
+
+class UnconfirmedDeadLetters(FakeDeadLetters):
+    """A dead-letter topic whose broker never confirms."""
+
+    def publish(self, message: Any, reason: str, error_class: str, error_text: str, message_id: str | None) -> None:
+        raise DeadLetterUnconfirmed("dead letter to dlq.fake not confirmed: timed out")
+
+
+@settings(max_examples=40)
+@given(deliveries=st.integers(1, 10), limit=st.integers(2, 10), confirmed=st.booleans())
+def test_a_record_the_database_cannot_take_is_dead_lettered_on_its_last_delivery_not_archived(
+    deliveries: int, limit: int, confirmed: bool
+) -> None:
+    event = Envelope.new("Thing", "k", {"n": 1})
+    member, _ = _member({event.message_id: [FATES["gone"]]}, batch_size=1)
+    member.config = replace(member.config, delivery_limit=limit)
+    member.dead_letters = FakeDeadLetters() if confirmed else UnconfirmedDeadLetters()  # type: ignore[assignment]
+    member.handle([FakeMessage(TOPIC, 0, 7, event.to_json(), deliveries=deliveries)])  # type: ignore[list-item]
+    client: FakeShareConsumer = member._consumer  # type: ignore[assignment]
+
+    last = deliveries >= limit
+    lettered = member.dead_letters.letters if confirmed else []  # type: ignore[attr-defined]
+    assert lettered == ([(event.message_id, DELIVERY_LIMIT)] if last and confirmed else [])
+    expected = AcknowledgeType.REJECT if last and confirmed else AcknowledgeType.RELEASE
+    assert client.acknowledged == [(0, 7, expected)]
