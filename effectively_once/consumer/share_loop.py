@@ -70,8 +70,7 @@ class ShareLoopConfig:
     this number is dead-lettered and rejected, not released (the broker would archive it)."""
     retry_backoff_cap_seconds: float = 5.0
     """The longest pause after releasing records the database could not take (doubling from 0.1 s):
-    each release counts a delivery, and a record delivered group.share.delivery.count.limit times
-    is archived by the broker."""
+    each release counts a delivery, and on a record's `delivery_limit`-th it is dead-lettered."""
     kafka: dict[str, Any] = field(default_factory=dict)
     """Extra librdkafka settings."""
 
