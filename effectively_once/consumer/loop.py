@@ -27,7 +27,7 @@ from .. import metrics
 from ..dead_letters import DeadLetterPublisher
 from ..kafka_client import client_config
 from ..outcomes import Outcome
-from .deliveries import Delivery, decode_all, key, process
+from .deliveries import ClientFailed, Delivery, decode_all, key, process
 from .lanes import KeyOrderedLanes, acknowledged_prefix
 from .processor import MessageProcessor
 from .stall_watch import StallWatch
@@ -49,6 +49,14 @@ class LoopConfig:
     """The consumer group; None: the consumer name (one group per consumer)."""
     poll_timeout_seconds: float = 0.5
     retry_backoff_cap_seconds: float = 5.0
+    refused_join_wait_seconds: float = 60.0
+    """How long a member the group refuses before it was ever assigned a partition goes on joining
+    again with a fresh client before it gives up (ClientFailed). Under the consumer protocol
+    a static member that was killed keeps its instance id in the group until the broker's session
+    for it ends (6 s on the launcher's nodes), and the broker refuses the id to the restarted
+    process meanwhile, as a fatal error of the client."""
+    refused_join_retry_seconds: float = 1.0
+    """The pause before a refused member joins again with a fresh client."""
     stall_after_seconds: float = 60.0
     """A partition with messages waiting that the member has not consumed for this long is stalled:
     reported, then sought to its committed offset, then the member rejoins the group."""
@@ -107,10 +115,13 @@ class ConsumerLoop:
         self._lanes = KeyOrderedLanes(len(self.processors)) if workers else None
         self.dead_letters = dead_letters
         self.name = processor.config.consumer_name
-        self._consumer = consumer_factory(
+        self._new_consumer: Callable[[], Consumer] = lambda: consumer_factory(
             {"statistics.interval.ms": 5000, "stats_cb": self._on_statistics}
             | config.consumer_settings(config.group_id or self.name)
         )
+        self._consumer = self._new_consumer()
+        self._ever_assigned = False
+        self._refused_since: float | None = None
         self._on_close = on_close
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
@@ -152,9 +163,12 @@ class ConsumerLoop:
                     self.between_polls(self._consumer)
                 if self.stall_watch.check(self._consumer, self.held_on_purpose()):
                     self._rejoin()
-                messages = self._next_messages()
-                if messages:
-                    self.handle(messages)
+                try:
+                    messages = self._next_messages()
+                    if messages:
+                        self.handle(messages)
+                except ClientFailed as failed:
+                    self._join_again_if_refused_at_join(failed)
         finally:
             if self._lanes is not None:
                 self._lanes.close()
@@ -195,7 +209,30 @@ class ConsumerLoop:
     # Rebalances -----------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._ever_assigned = True
         self.stall_watch.assigned(partitions)
+
+    def _join_again_if_refused_at_join(self, failed: ClientFailed) -> None:
+        """A client that failed before the member was ever assigned a partition (the broker still
+        holds a killed process's static instance id) is replaced by a fresh one, which joins again
+        `refused_join_retry_seconds` later, until `refused_join_wait_seconds` have passed; a
+        failure after an assignment ends the loop (ClientFailed), as does one past that wait.
+        Nothing was consumed by the failed client, so nothing is lost or acknowledged by this."""
+        now = time.monotonic()
+        if self._refused_since is None:
+            self._refused_since = now
+        if self._ever_assigned or now - self._refused_since > self.config.refused_join_wait_seconds:
+            raise failed
+        log.warning(
+            "the group refused this member (%s); joining again with a fresh client in %.1f s",
+            failed,
+            self.config.refused_join_retry_seconds,
+            extra={"consumer": self.name},
+        )
+        self._consumer.close()
+        time.sleep(self.config.refused_join_retry_seconds)
+        self._consumer = self._new_consumer()
+        self._subscribe()
 
     def _rejoin(self) -> None:
         """Leave the group and join it again (a stalled partition the seek did not repair):

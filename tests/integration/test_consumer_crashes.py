@@ -115,6 +115,34 @@ def test_a_crash_before_commit_loses_the_message_only_when_it_was_acknowledged_f
         assert "TEACHING STRATEGY ACK_BEFORE_COMMIT IS ACTIVE" in restarted.output
 
 
+def test_a_static_member_refused_its_instance_id_joins_again_once_the_broker_lets_it_go(
+    settings: Settings, runtime_db: str, name: str, topics: Topics, consumer_processes: list[ConsumerProcess]
+) -> None:
+    """Under the consumer protocol the broker refuses a static member's instance id
+    to a second process while the first holds it, as it does to a process restarted after a kill
+    until the killed one's session ends: the refused process joins again with a fresh client,
+    and takes the partitions once the holder is killed, without ending."""
+    first, second = entry("order-9"), entry("order-9")
+    publish(settings, topics.events, first)
+    holder = _process(settings, runtime_db, name, topics, consumer_processes, CONSUMER_GROUP_PROTOCOL="consumer")
+    wait_for(lambda: ledger_rows(runtime_db, name, first.message_id) == 1, 60, "the first member to apply")
+
+    waiting = _process(  # the same EO_INSTANCE_ID
+        settings, runtime_db, name, topics, consumer_processes, CONSUMER_GROUP_PROTOCOL="consumer"
+    )
+    wait_for(lambda: "the group refused this member" in waiting.output, 60, "the broker to refuse the id")
+    holder.kill()
+    publish(settings, topics.events, second)
+    wait_for(
+        lambda: ledger_rows(runtime_db, name, second.message_id) == 1,
+        60,
+        "the refused member to join once the killed one's session ended, and apply",
+    )
+    assert waiting.process is not None and waiting.process.poll() is None, waiting.output
+    assert waiting.outcomes_for(second.message_id) == ["applied"]
+    assert waiting.stop() == 0, waiting.output
+
+
 def test_a_crash_armed_through_the_control_endpoint_really_ends_the_process(
     settings: Settings,
     runtime_db: str,

@@ -5,12 +5,16 @@ lab plugs into its hook. (tests/integration runs the loop against real Kafka.)""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
 
 import psycopg
+import pytest
+from confluent_kafka import KafkaError, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from effectively_once.consumer.deliveries import ClientFailed
 from effectively_once.consumer.loop import ConsumerLoop, LoopConfig
 from effectively_once.consumer.processor import MessageProcessor, NonRetryable, ProcessorConfig
 from effectively_once.envelope import Envelope
@@ -160,3 +164,97 @@ def test_the_ack_first_mistake_commits_the_offset_before_the_transaction_and_los
         loop.handle(messages)  # type: ignore[arg-type]
         client: FakeKafkaConsumer = loop._consumer  # type: ignore[assignment]
         assert client.committed == committed, strategy
+
+
+class _JoiningConsumer(FakeKafkaConsumer):
+    """A client whose group refuses it (a fatal error at each poll) while `refusals` holds a true
+    first item (taken); else assigned one partition, whose `message` it delivers; then, when
+    `fail_when_drained`, fenced (the same fatal error)."""
+
+    def __init__(
+        self, settings: dict[str, object], refusals: list[bool], message: FakeMessage, fail_when_drained: bool
+    ) -> None:
+        super().__init__(settings)
+        self.refused = bool(refusals) and refusals.pop(0)
+        self._fail_when_drained = fail_when_drained
+        self.closed = False
+        self._pending = [message]
+        self._on_assign: Callable[..., None] | None = None
+
+    def subscribe(self, topics: list[str], on_assign: Callable[..., None], **callbacks: object) -> None:
+        self._on_assign = on_assign
+
+    def consume(self, size: int, timeout: float) -> list[object]:
+        return []
+
+    def poll(self, timeout: float) -> object:
+        if self.refused:
+            return _Refusal()
+        if self._on_assign is not None:
+            self._on_assign(self, [TopicPartition(TOPIC, 0)])
+            self._on_assign = None
+        if self._pending:
+            return self._pending.pop()
+        return _Refusal() if self._fail_when_drained else None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Refusal:
+    """The event librdkafka delivers when the broker refuses a static member's instance id."""
+
+    def error(self) -> KafkaError:
+        return KafkaError(KafkaError._FATAL, "Fatal error: Broker: The instance ID is still used by another member")
+
+    def topic(self) -> None:
+        return None
+
+    def partition(self) -> None:
+        return None
+
+
+def _joining_loop(
+    refusals: list[bool], wait: float = 60, fail_when_drained: bool = False
+) -> tuple[ConsumerLoop, list[_JoiningConsumer]]:
+    event = Envelope.new("Thing", "k1", {"n": 1})
+    clients: list[_JoiningConsumer] = []
+
+    def client(settings: dict[str, object]) -> _JoiningConsumer:
+        message = FakeMessage(TOPIC, 0, 0, event.to_json())
+        clients.append(_JoiningConsumer(settings, refusals, message, fail_when_drained))
+        return clients[-1]
+
+    loop = ConsumerLoop(
+        LoopConfig("fake:9092", (TOPIC,), refused_join_wait_seconds=wait, refused_join_retry_seconds=0),
+        _processor({event.message_id: [Outcome.APPLIED]}),
+        FakeDeadLetters(),  # type: ignore[arg-type]
+        consumer_factory=client,  # type: ignore[arg-type]
+    )
+    return loop, clients
+
+
+@settings(max_examples=20)
+@given(refusals=st.integers(0, 5))
+def test_a_member_refused_before_its_first_assignment_joins_again_with_a_fresh_client(refusals: int) -> None:
+    loop, clients = _joining_loop([True] * refusals)
+    loop.run(until=lambda: loop.handled == 1 or len(clients) > refusals + 1)
+    assert loop.handled == 1
+    assert len(clients) == refusals + 1
+    assert all(client.closed for client in clients)
+    assert clients[-1].stored == {(TOPIC, 0): 1}
+
+
+def test_a_member_refused_after_it_was_assigned_ends_with_the_client() -> None:
+    loop, clients = _joining_loop([], fail_when_drained=True)  # assigned, consumes, then fenced
+    with pytest.raises(ClientFailed):
+        loop.run()
+    assert loop.handled == 1
+    assert len(clients) == 1 and clients[0].closed
+
+
+def test_a_member_refused_for_longer_than_its_wait_ends() -> None:
+    loop, clients = _joining_loop([True] * 100, wait=0)
+    with pytest.raises(ClientFailed):
+        loop.run()
+    assert 1 <= len(clients) <= 2 and clients[-1].closed
