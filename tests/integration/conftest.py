@@ -28,6 +28,7 @@ from effectively_once.outcomes import Strategy
 from infra.launcher.kafka_broker import ensure_topics
 from services.sandbox_admin import admin_headers
 from services.settings import PROJECT_ROOT, Settings, with_credentials
+from tests.support.kafka_nodes import KafkaNodes, three_kafka_nodes
 from tests.support.migration_files import apply_files
 from tests.support.outbox import new_outbox
 from tests.support.sandboxes import ADMIN_PASSWORD, running
@@ -52,6 +53,14 @@ def runtime_db(settings: Settings) -> str:
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (schema.LOCK,))
             connection.execute(SCHEMA)
     return url
+
+
+@pytest.fixture(scope="package")
+def kafka_nodes() -> Iterator[KafkaNodes]:
+    """Three Kafka nodes of the tests' own (tests/support/kafka_nodes.py), started once for the
+    tests that freeze or kill one; each such test starts again first any node one before it killed."""
+    with three_kafka_nodes() as running:
+        yield running
 
 
 @pytest.fixture

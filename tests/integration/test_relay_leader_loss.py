@@ -23,7 +23,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -35,7 +34,7 @@ from effectively_once.faults import FaultPoints
 from effectively_once.relay.publish import producer_settings
 from effectively_once.relay.worker import DatabaseRelay
 from infra.launcher import kafka_broker
-from tests.support.kafka_nodes import KafkaNodes, three_kafka_nodes
+from tests.support.kafka_nodes import KafkaNodes
 from tests.support.outbox import read_topic, relay_settings, write_events
 from tests.support.waiting import wait_for
 
@@ -45,12 +44,6 @@ REPLICA_FETCH_WAIT_MAX_SECONDS = 0.5
 
 MISTAKEN = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 CORRECT = {"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}
-
-
-@pytest.fixture(scope="module")
-def nodes() -> Iterator[KafkaNodes]:
-    with three_kafka_nodes() as running:
-        yield running
 
 
 def _topic(nodes: KafkaNodes, config: dict[str, str]) -> str:
@@ -86,12 +79,10 @@ def _marked_published(url: str) -> set[str]:
     ids=["acks=1 loses what it marked published", "acks=all loses nothing"],
 )
 def test_a_leader_that_dies_before_its_followers_copied_the_rows(
-    nodes: KafkaNodes, outbox_url: str, acks: str, topic_config: dict[str, str], lost_expected: bool
+    kafka_nodes: KafkaNodes, outbox_url: str, acks: str, topic_config: dict[str, str], lost_expected: bool
 ) -> None:
-    for node in (1, 2, 3):  # a node the case before killed comes back first
-        if node not in nodes.alive():
-            nodes.start(node)
-    kafka_broker.wait_until_ready(nodes.bootstrap, 120, brokers=3)
+    nodes = kafka_nodes
+    nodes.start_any_dead()
     topic = _topic(nodes, topic_config)
     leader = _leader(nodes, topic)
     followers = [node for node in (1, 2, 3) if node != leader]

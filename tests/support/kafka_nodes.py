@@ -50,6 +50,13 @@ class KafkaNodes:
         process.kill()
         process.wait(30)
 
+    def start_any_dead(self) -> None:
+        """Start again every node a test before killed, and wait until all three serve."""
+        for node in (1, 2, 3):
+            if node not in self.alive():
+                self.start(node)
+        kafka_broker.wait_until_ready(self.bootstrap, 120, brokers=3)
+
     def alive(self) -> list[int]:
         return [node for node, process in self.processes.items() if process.poll() is None]
 
