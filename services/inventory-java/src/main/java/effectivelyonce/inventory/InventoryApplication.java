@@ -5,6 +5,8 @@ import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import java.util.HashMap;
 import java.util.Map;
+import org.apache.kafka.clients.consumer.Consumer;
+import org.apache.kafka.common.errors.UnreleasedInstanceIdException;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.slf4j.LoggerFactory;
@@ -12,6 +14,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.event.EventListener;
 import org.springframework.kafka.event.ConsumerStoppedEvent;
 import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.util.backoff.FixedBackOff;
 
 /**
@@ -152,9 +155,29 @@ public class InventoryApplication {
   }
 
   /** The listener handles every failure itself; an exception that still escapes (a shutdown in
-   * the middle of a retry) must never let the container skip the record: retry it for ever. */
+   * the middle of a retry) must never let the container skip the record: retry it for ever.
+   *
+   * <p>Under the consumer protocol (KIP-848) a process started again at once after a crash is
+   * refused its static instance id until the broker's session for the crashed one ends, and the
+   * client's member is then failed for good, while the container goes on polling it and consumes
+   * nothing. The process ends (exit 70) instead, for its supervisor to start a fresh one, which
+   * the broker lets in once that session ended. Nothing is lost: the refused member was never
+   * assigned a partition. */
   @Bean
   DefaultErrorHandler neverSkip() {
-    return new DefaultErrorHandler(new FixedBackOff(1000L, FixedBackOff.UNLIMITED_ATTEMPTS));
+    return new DefaultErrorHandler(new FixedBackOff(1000L, FixedBackOff.UNLIMITED_ATTEMPTS)) {
+      @Override
+      public void handleOtherException(Exception thrown, Consumer<?, ?> consumer,
+          MessageListenerContainer container, boolean batchListener) {
+        for (Throwable cause = thrown; cause != null; cause = cause.getCause()) {
+          if (cause instanceof UnreleasedInstanceIdException) {
+            LoggerFactory.getLogger(InventoryApplication.class).error(
+                "the group refused this member its instance id ({}); ending the process", cause.getMessage());
+            Runtime.getRuntime().halt(70);
+          }
+        }
+        super.handleOtherException(thrown, consumer, container, batchListener);
+      }
+    };
   }
 }
