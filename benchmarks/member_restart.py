@@ -6,7 +6,8 @@ applied).
 The member runs in a process of its own, restarted as a supervisor restarts one: at once after
 any exit. Under the classic protocol the restarted member takes its partitions back by its
 instance id; under the consumer protocol (KIP-848) the broker refuses the id until the old
-member's session has ended (6 s here), and the member exits on that refusal until it is let in.
+member's session has ended (6 s here), and the member joins again with a fresh client each second
+until it is let in (it would exit, and be started again, only after a minute of refusals).
 """
 
 from __future__ import annotations

@@ -44,7 +44,9 @@ class LoopConfig:
     poll_size: int = 500
     """Messages taken from the client per poll; each transaction's are acknowledged after it."""
     instance_id: str | None = None
-    """Static group membership: a restarted process takes its partitions back at once."""
+    """Static group membership: a restarted process takes its partitions back, at once under the
+    classic protocol, once the broker's session for the killed process ended under the consumer
+    protocol (the restarted one is refused the id until then: `refused_join_wait_seconds`)."""
     group_id: str | None = None
     """The consumer group; None: the consumer name (one group per consumer)."""
     poll_timeout_seconds: float = 0.5
@@ -64,11 +66,11 @@ class LoopConfig:
     """librdkafka's `partition.assignment.strategy`. Cooperative-sticky: a rebalance moves only the
     partitions that change owner, and the others go on being consumed meanwhile. "range,roundrobin"
     (eager) for a group shared with a client that has no cooperative protocol (kafkajs)."""
-    group_protocol: Literal["classic", "consumer"] = "classic"
-    """librdkafka's `group.protocol`: "classic" (the client's assignor, its own session timeout)
-    or "consumer" (KIP-848: the broker assigns, incrementally and stickily, and holds the session
-    and heartbeat settings; `assignment` picks its assignor: range for "range,roundrobin", uniform
-    for cooperative-sticky)."""
+    group_protocol: Literal["classic", "consumer"] = "consumer"
+    """librdkafka's `group.protocol`: "consumer" (KIP-848: the broker assigns, incrementally and
+    stickily, and holds the session and heartbeat settings; `assignment` picks its assignor: range
+    for "range,roundrobin", uniform for cooperative-sticky) or "classic" (the client's assignor,
+    its own session timeout)."""
     kafka: dict[str, Any] = field(default_factory=dict)
     """Extra librdkafka settings."""
 

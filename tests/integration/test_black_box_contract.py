@@ -5,6 +5,7 @@ implementations: driven only through Kafka, its database and its control endpoin
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,24 +81,26 @@ def test_every_implementation_keeps_the_contract_from_outside(
     _on_every_implementation(inventory_processes, scenario.run)
 
 
-ON_THE_NEW_GROUP_PROTOCOL = ("sequential-duplicate", "crash-after-commit-before-ack", "winner-rolls-back")
-"""Scenarios run again with CONSUMER_GROUP_PROTOCOL=consumer (KIP-848): a redelivery after a crash
-goes through the broker's assignment, and the markers make it a duplicate all the same."""
+ON_THE_CLASSIC_PROTOCOL = ("sequential-duplicate", "crash-after-commit-before-ack", "winner-rolls-back")
+"""Scenarios run again with CONSUMER_GROUP_PROTOCOL=classic: the Python and Java consumers run the
+consumer protocol (KIP-848) by default, and a redelivery after a crash goes through the client's
+assignment on the classic one, the markers making it a duplicate all the same."""
 
 
 @pytest.mark.parametrize(
-    "scenario", [s for s in contract.BLACK_BOX_SCENARIOS if s.name in ON_THE_NEW_GROUP_PROTOCOL], ids=str
+    "scenario", [s for s in contract.BLACK_BOX_SCENARIOS if s.name in ON_THE_CLASSIC_PROTOCOL], ids=str
 )
-def test_the_python_and_java_consumers_keep_the_contract_on_the_new_group_protocol(
+def test_the_python_and_java_consumers_keep_the_contract_on_either_group_protocol(
     inventory_processes: dict[str, contract.ProcessSubject], scenario: contract.BlackBoxScenario, settings: Settings
 ) -> None:
-    """The TypeScript consumer's kafkajs speaks the classic protocol only (docs/stacks/node.md).
-    Every group the scenario made is a consumer group, as the broker tells it."""
-    prefix = f"kip848-{uuid.uuid4().hex[:6]}"
+    """The scenario on the classic protocol, and the broker's word that its groups are classic
+    ones (the TypeScript consumer's kafkajs speaks the classic protocol only: docs/stacks/node.md,
+    so the test above runs it on that)."""
+    prefix = f"classic-{uuid.uuid4().hex[:6]}"
     subjects = {
         name: replace(
             subject,
-            environment={**subject.environment, "CONSUMER_GROUP_PROTOCOL": "consumer"},
+            environment={**subject.environment, "CONSUMER_GROUP_PROTOCOL": "classic"},
             consumer_prefix=f"{prefix}-{name}",
         )
         for name, subject in inventory_processes.items()
@@ -105,7 +108,56 @@ def test_the_python_and_java_consumers_keep_the_contract_on_the_new_group_protoc
     }
     _on_every_implementation(subjects, scenario.run)
     kinds = _group_types(settings, prefix)
-    assert kinds == {"python": "CONSUMER", "java": "CONSUMER"}, (prefix, kinds)
+    assert kinds == {"python": "CLASSIC", "java": "CLASSIC"}, (prefix, kinds)
+
+
+REFUSED_EXIT = 70
+"""How a process ends when the group refuses it for good (the Java consumer, refused its static
+instance id): its supervisor starts it again."""
+
+
+def _started_again_at_once_after_a_kill(subject: contract.ProcessSubject) -> None:
+    """A process SIGKILLed and started again at once with its static instance id consumes again:
+    under the consumer protocol the broker refuses the id until the killed one's session ends, and
+    the process either joins again itself (Python) or ends with REFUSED_EXIT for its supervisor to
+    start it again (Java), as this loop does; every start before the one that consumes ends so."""
+    name = subject.consumer_name("killed")
+    topics = kafka.new_topics(subject.bootstrap_servers, name)
+    before, after = subject.make_event(subject.key()), subject.make_event(subject.key())
+    kafka.publish(subject.bootstrap_servers, topics.events, [before.to_json()])
+    static = {"EO_INSTANCE_ID": f"{name}-0"}
+    killed = RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static)
+    try:
+        killed.wait_acknowledged(1)
+    finally:
+        killed.kill()
+    kafka.publish(subject.bootstrap_servers, topics.events, [after.to_json()])
+    exits: list[int] = []
+    running: RunningConsumer | None = None
+    deadline = time.monotonic() + 90
+    try:
+        while subject.effects_of(after) != 1:
+            assert time.monotonic() < deadline, f"not consumed again 90 s after the kill; exits {exits}"
+            if running is None or running.process.poll() is not None:
+                if running is not None:
+                    exits.append(running.process.returncode)
+                try:
+                    running = RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static)
+                except AssertionError as ended:  # it ended before it served
+                    assert f"exited {REFUSED_EXIT} before it served" in str(ended), str(ended)
+                    exits.append(REFUSED_EXIT)
+            time.sleep(0.1)
+    finally:
+        if running is not None:
+            running.stop()
+    assert set(exits) <= {REFUSED_EXIT}, exits
+    assert (subject.effects_of(before), subject.effects_of(after)) == (1, 1)
+
+
+def test_every_implementation_started_again_at_once_after_a_kill_consumes_again(
+    inventory_processes: dict[str, contract.ProcessSubject],
+) -> None:
+    _on_every_implementation(inventory_processes, _started_again_at_once_after_a_kill)
 
 
 def _group_types(settings: Settings, prefix: str) -> dict[str, str]:

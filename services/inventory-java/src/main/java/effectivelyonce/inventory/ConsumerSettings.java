@@ -123,10 +123,10 @@ public record ConsumerSettings(
         groupProtocol(blankToNull(env.get("CONSUMER_GROUP_PROTOCOL"))));
   }
 
-  /** CONSUMER_GROUP_PROTOCOL: classic (the default) or consumer (KIP-848), as the Python runtime reads it. */
+  /** CONSUMER_GROUP_PROTOCOL: consumer (KIP-848, the default) or classic, as the Python runtime reads it. */
   private static String groupProtocol(String protocol) {
     if (protocol == null || protocol.equals("classic") || protocol.equals("consumer")) {
-      return protocol == null ? "classic" : protocol;
+      return protocol == null ? "consumer" : protocol;
     }
     throw new SettingsError("CONSUMER_GROUP_PROTOCOL: classic or consumer, not '" + shorten(protocol) + "'");
   }
