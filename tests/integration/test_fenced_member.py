@@ -3,7 +3,9 @@
 After a broker restart, a static member's own rejoin can fence the session it had (a soak found
 it so): librdkafka then reports a fatal error, Spring Kafka stops the container, and neither client
 consumes again. A process that stayed up would leave its partitions' messages waiting for good.
-Here another member takes the process's group.instance.id, which fences it the same way."""
+Here another member takes the process's group.instance.id, which fences it the same way. That is
+the classic protocol's way, which the process runs here: under the consumer protocol the member
+that joins with an id in use is the one refused (tests/integration/test_consumer_crashes.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +56,13 @@ def test_a_fenced_static_member_ends_its_process(runtime_db: str, settings: Sett
     kafka.publish(servers, topics.events, [_placed(subject.key()).to_json()])
     group = f"{name}-a"  # RunningConsumer's group for its default label
     process = RunningConsumer(
-        subject, name, [topics.events], topics.dead_letters, EO_INSTANCE_ID=f"{name}-static", CONSUMER_MEMBERS="1"
+        subject,
+        name,
+        [topics.events],
+        topics.dead_letters,
+        EO_INSTANCE_ID=f"{name}-static",
+        CONSUMER_MEMBERS="1",
+        CONSUMER_GROUP_PROTOCOL="classic",
     )
     usurper: Consumer | None = None
     try:

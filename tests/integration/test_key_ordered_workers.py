@@ -89,9 +89,11 @@ def _loop(
     workers: int,
     batch_size: int = 1,
     assignment: Literal["cooperative-sticky", "range,roundrobin"] = "cooperative-sticky",
+    protocol: Literal["consumer", "classic"] = "consumer",
 ) -> ConsumerLoop:
     consumer_settings = wiring.ConsumerSettings(
         CONSUMER_ASSIGNMENT=assignment,
+        CONSUMER_GROUP_PROTOCOL=protocol,
         DATABASE_URL=db,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
         CONSUMER_WORKERS=workers,
@@ -207,7 +209,9 @@ def test_an_earlier_message_not_done_holds_its_partitions_offset_and_what_came_a
 def test_a_rebalance_in_the_middle_of_the_flow_loses_and_doubles_nothing(settings: Settings, steps_db: str) -> None:
     """The first member's workers hold messages in hand while a second member joins; the group
     waits in PreparingRebalance until they are done, the first stores its acknowledged prefix as
-    its partitions go, and the second takes over from there."""
+    its partitions go, and the second takes over from there. The classic protocol's rebalance, whose
+    states the test follows (the consumer protocol's hands partitions over one by one, without a
+    group-wide state: tests/integration/test_group_protocols.py)."""
     name, topic = f"workers-rebalance-{uuid.uuid4().hex[:8]}", _new_topic(settings, 3)
     events = _events(keys=30, steps=10)
     before, after = events[: len(events) // 2], events[len(events) // 2 :]  # steps 0-4, then 5-9
@@ -218,8 +222,8 @@ def test_a_rebalance_in_the_middle_of_the_flow_loses_and_doubles_nothing(setting
         gate.wait(60)
 
     recorder.before = held
-    first = _loop(settings, steps_db, name, topic, recorder, workers=4)
-    second = _loop(settings, steps_db, name, topic, recorder, workers=4)
+    first = _loop(settings, steps_db, name, topic, recorder, workers=4, protocol="classic")
+    second = _loop(settings, steps_db, name, topic, recorder, workers=4, protocol="classic")
     done = threading.Event()
     threads = [threading.Thread(target=member.run, kwargs={"until": done.is_set}) for member in (first, second)]
     admin = kafka_broker.admin_client(settings.kafka_bootstrap_servers)
@@ -281,11 +285,16 @@ def test_a_joining_member_takes_only_the_partitions_that_move(
 ) -> None:
     """Cooperative-sticky (CONSUMER_ASSIGNMENT's default): when a second member joins, the first
     gives up only the partitions the second takes and goes on with the rest; eager assignment
-    revokes every partition from every member first. Either way nothing is lost or doubled."""
+    revokes every partition from every member first. Either way nothing is lost or doubled. The
+    client's assignors, which the classic protocol runs (the consumer protocol's broker assigns
+    incrementally whatever CONSUMER_ASSIGNMENT says)."""
     name, topic = f"workers-sticky-{uuid.uuid4().hex[:8]}", _new_topic(settings, 4)
     events = _events(keys=20, steps=6)
     recorder = Recorder(name, seed=5, most_seconds=0)
-    members = [_loop(settings, steps_db, name, topic, recorder, workers=2, assignment=assignment) for _ in range(2)]
+    members = [
+        _loop(settings, steps_db, name, topic, recorder, workers=2, assignment=assignment, protocol="classic")
+        for _ in range(2)
+    ]
     revoked: list[set[int]] = [set(), set()]
     assigned: list[set[int]] = [set(), set()]
     for index, member in enumerate(members):
