@@ -34,6 +34,11 @@ from .rewind_target import rewind_target
 log = logging.getLogger(__name__)
 Partitions = list[dict[str, Any]]
 
+JOINING_GRACE_SECONDS = 15.0
+"""How long a rewind waits for a member that holds no partition yet (a process started again after
+a crash, refused its static id until the broker lets it go) before it answers that the member has
+none: a member with more members than partitions beside it may hold none for good."""
+
 
 class LabControls:
     """One group member's rewinds and holds, served between its polls."""
@@ -43,7 +48,8 @@ class LabControls:
         self.strategy_of: Callable[[], Strategy] = lambda: Strategy.CORRECT
         """The strategy the member runs now, read from its processor (LabAttachment.runtime ties
         the two): under ack-before-commit, `before_transaction` acknowledges first."""
-        self._rewinds: queue.Queue[tuple[int | None, Future[Partitions]]] = queue.Queue()
+        self._rewinds: queue.Queue[tuple[int | None, Future[Partitions], float]] = queue.Queue()
+        """(time to rewind to, the answer, when it was asked: monotonic clock)."""
         self._hold_requests: queue.Queue[tuple[str, float, Future[Partitions]]] = queue.Queue()
         self._held: dict[str, float] = {}
         """Topic -> when its hold ends (monotonic clock)."""
@@ -51,11 +57,12 @@ class LabControls:
     def request_rewind(self, to_timestamp_ms: int | None = None) -> Future[Partitions]:
         """Seek the member's partitions back: to the beginning, or to the first message at or after
         `to_timestamp_ms` unless the member has not reached it yet (then it stays: a rewind never
-        skips). Everything after is delivered again, for real. (A group's committed
+        skips). Everything after is delivered again, for real. A member that holds no partition yet
+        (still joining) is served once it holds some, or after JOINING_GRACE_SECONDS. (A group's committed
         offsets cannot be changed from outside while it has members, so the members move
         themselves; the future resolves with the partitions and their new offsets.)"""
         future: Future[Partitions] = Future()
-        self._rewinds.put((to_timestamp_ms, future))
+        self._rewinds.put((to_timestamp_ms, future, time.monotonic()))
         return future
 
     def request_hold(self, topic: str, seconds: float) -> Future[Partitions]:
@@ -85,12 +92,18 @@ class LabControls:
 
     def between_polls(self, consumer: Consumer) -> None:
         """The hook: serve what was asked since the last poll, and keep holds up."""
+        waiting: list[tuple[int | None, Future[Partitions], float]] = []
         while not self._rewinds.empty():
-            to_timestamp_ms, future = self._rewinds.get_nowait()
+            to_timestamp_ms, future, asked = self._rewinds.get_nowait()
+            if not consumer.assignment() and time.monotonic() - asked < JOINING_GRACE_SECONDS:
+                waiting.append((to_timestamp_ms, future, asked))  # still joining: served once it holds some
+                continue
             try:
                 future.set_result(self._rewind(consumer, to_timestamp_ms))
             except KafkaException as error:
                 future.set_exception(error)
+        for request in waiting:
+            self._rewinds.put(request)
         if self._held or not self._hold_requests.empty():
             self._serve_holds(consumer)
 
