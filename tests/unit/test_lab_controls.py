@@ -49,7 +49,7 @@ def test_a_member_that_holds_nothing_after_the_grace_answers_it_has_no_partition
 ) -> None:
     lab, member = LabControls("sales", NoTelemetry()), _Member()
     now = [1000.0]
-    monkeypatch.setattr(controls.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("effectively_once.lab.controls.time.monotonic", lambda: now[0])
     answer = lab.request_rewind(None)
     lab.between_polls(member)  # type: ignore[arg-type]
     assert not answer.done()
