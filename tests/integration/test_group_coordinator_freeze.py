@@ -3,7 +3,9 @@
 Two static members of one group consume a topic on three Kafka nodes of the tests' own while
 orders are published steadily; the node that coordinates the group is frozen (SIGSTOP) for longer
 than the group's session, then thawed. Under the classic protocol the members find the coordinator
-gone, look it up again and rejoin; under the consumer protocol (KIP-848) the coordinator moves to
+gone, look it up again and rejoin (a static member's own rejoin may fence its old session, and its
+client then fails for good: the test starts it again, as the supervisor starts the process again);
+under the consumer protocol (KIP-848) the coordinator moves to
 another node with the group's partition of __consumer_offsets, which holds the members' sessions
 and assignment. Either way every message published is applied once: none lost, none twice.
 """
@@ -22,7 +24,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
 
 from effectively_once.consumer import wiring
-from effectively_once.consumer.loop import ConsumerLoop
+from effectively_once.consumer.deliveries import ClientFailed
 from effectively_once.kafka_client import client_config
 from infra.launcher import kafka_broker
 from tests.support.kafka_nodes import KafkaNodes
@@ -46,7 +48,10 @@ def _topic(nodes: KafkaNodes) -> str:
 
 
 @contextmanager
-def _member(nodes: KafkaNodes, url: str, name: str, topic: str, protocol: str, n: int) -> Iterator[ConsumerLoop]:
+def _member(nodes: KafkaNodes, url: str, name: str, topic: str, protocol: str, n: int) -> Iterator[list[str]]:
+    """A member run as its supervisor runs a process: started again at once when its client fails
+    for good (a classic static member's own rejoin after the freeze can fence the session it had:
+    tests/integration/test_fenced_member.py). Yields the failures it was started again after."""
     settings = wiring.ConsumerSettings(
         DATABASE_URL=url,
         KAFKA_BOOTSTRAP_SERVERS=nodes.bootstrap,
@@ -54,12 +59,21 @@ def _member(nodes: KafkaNodes, url: str, name: str, topic: str, protocol: str, n
         EO_INSTANCE_ID=f"{name}-{n}",
         MARKER_PURGE_INTERVAL_SECONDS=0,
     )
-    loop = wiring.build(name, (topic,), {LEDGER_ENTRY: ledger_handler(name)}, settings, f"{topic}.dlq")
     stop = threading.Event()
-    thread = threading.Thread(target=loop.run, kwargs={"until": stop.is_set}, daemon=True)
+    failures: list[str] = []
+
+    def supervised() -> None:
+        while not stop.is_set():
+            loop = wiring.build(name, (topic,), {LEDGER_ENTRY: ledger_handler(name)}, settings, f"{topic}.dlq")
+            try:
+                loop.run(until=stop.is_set)
+            except ClientFailed as failed:
+                failures.append(str(failed))
+
+    thread = threading.Thread(target=supervised, daemon=True)
     thread.start()
     try:
-        yield loop
+        yield failures
     finally:
         stop.set()
         thread.join(60)
