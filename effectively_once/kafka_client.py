@@ -99,7 +99,7 @@ def principal_from_environment(environ: Mapping[str, str] | None = None) -> Kafk
 
 KEY_PARTITIONER = {"partitioner": "murmur2_random"}
 """How a producer of the saga's events picks a key's partition: Java's murmur2, as Kafka Connect
-(Debezium's relay), Spring Kafka and kafkajs do, so that an order's events reach one partition
+(Debezium's relay) and Spring Kafka do, so that an order's events reach one partition
 whichever relay or tool sent them (librdkafka's own default, a CRC32, would pick another)."""
 
 

@@ -89,8 +89,8 @@ class Settings(BaseSettings):
     """Kafka nodes the launcher runs: 1 for the quick demo, 3 for the topology to copy (every topic
     replicated 3 times, min.insync.replicas=2, unclean leader election off): `make up BROKERS=3`."""
     GROUP_PROTOCOL: Literal["classic", "consumer"] = "consumer"
-    """The Kafka group protocol of the consumers (CONSUMER_GROUP_PROTOCOL of each Python and Java
-    process; the TypeScript one speaks classic only): consumer (KIP-848: the broker assigns
+    """The Kafka group protocol of the consumers (CONSUMER_GROUP_PROTOCOL of each process, in every
+    implementation): consumer (KIP-848: the broker assigns
     partitions and no rebalance stops a member; docs/consumer-runtime.md), or classic."""
     SHARE_GROUPS: Literal["off", "on"] = "off"
     """on: the sales projection and the notification dispatch consume as share groups (KIP-932),

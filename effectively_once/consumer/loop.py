@@ -65,7 +65,8 @@ class LoopConfig:
     assignment: str = "cooperative-sticky"
     """librdkafka's `partition.assignment.strategy`. Cooperative-sticky: a rebalance moves only the
     partitions that change owner, and the others go on being consumed meanwhile. "range,roundrobin"
-    (eager) for a group shared with a client that has no cooperative protocol (kafkajs)."""
+    (eager) for a classic group shared with a client that has no cooperative protocol (the
+    TypeScript inventory consumer's)."""
     group_protocol: Literal["classic", "consumer"] = "consumer"
     """librdkafka's `group.protocol`: "consumer" (KIP-848: the broker assigns, incrementally and
     stickily, and holds the session and heartbeat settings; `assignment` picks its assignor: range

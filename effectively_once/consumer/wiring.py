@@ -73,11 +73,11 @@ class ConsumerSettings(ProcessSettings):
     CONSUMER_ASSIGNMENT: Literal["cooperative-sticky", "range,roundrobin"] = "cooperative-sticky"
     """How a group's partitions are shared: cooperative-sticky moves only the partitions that change
     owner; "range,roundrobin" (eager) lets the group take members of a client without the
-    cooperative protocol (the TypeScript inventory consumer's kafkajs)."""
+    cooperative protocol (the TypeScript inventory consumer on the classic protocol)."""
     CONSUMER_GROUP_PROTOCOL: Literal["classic", "consumer"] = "consumer"
     """Kafka's group protocol: consumer (KIP-848, brokers 4.0 and later: the broker assigns
-    partitions and a rebalance stops no member), or classic (the clients assign; what a group with
-    a kafkajs member speaks). Both may share a group during a swap."""
+    partitions and a rebalance stops no member), or classic (the clients assign). Both may share a
+    group during a swap."""
     CONSUMER_STALL_SECONDS: float = Field(default=60, gt=0, le=3600)
     """A partition with messages waiting and none consumed for this long is stalled: reported
     (eo_consumer_partition_stalled), sought to its committed offset, then rejoined."""

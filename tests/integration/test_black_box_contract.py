@@ -82,20 +82,19 @@ def test_every_implementation_keeps_the_contract_from_outside(
 
 
 ON_THE_CLASSIC_PROTOCOL = ("sequential-duplicate", "crash-after-commit-before-ack", "winner-rolls-back")
-"""Scenarios run again with CONSUMER_GROUP_PROTOCOL=classic: the Python and Java consumers run the
-consumer protocol (KIP-848) by default, and a redelivery after a crash goes through the client's
-assignment on the classic one, the markers making it a duplicate all the same."""
+"""Scenarios run again with CONSUMER_GROUP_PROTOCOL=classic: the consumers run the consumer protocol
+(KIP-848) by default, and a redelivery after a crash goes through the client's assignment on the
+classic one, the markers making it a duplicate all the same."""
 
 
 @pytest.mark.parametrize(
     "scenario", [s for s in contract.BLACK_BOX_SCENARIOS if s.name in ON_THE_CLASSIC_PROTOCOL], ids=str
 )
-def test_the_python_and_java_consumers_keep_the_contract_on_either_group_protocol(
+def test_every_implementation_keeps_the_contract_on_either_group_protocol(
     inventory_processes: dict[str, contract.ProcessSubject], scenario: contract.BlackBoxScenario, settings: Settings
 ) -> None:
     """The scenario on the classic protocol, and the broker's word that its groups are classic
-    ones (the TypeScript consumer's kafkajs speaks the classic protocol only: docs/stacks/node.md,
-    so the test above runs it on that)."""
+    ones (the test above runs every scenario on the consumer protocol)."""
     prefix = f"classic-{uuid.uuid4().hex[:6]}"
     subjects = {
         name: replace(
@@ -104,11 +103,10 @@ def test_the_python_and_java_consumers_keep_the_contract_on_either_group_protoco
             consumer_prefix=f"{prefix}-{name}",
         )
         for name, subject in inventory_processes.items()
-        if name != "node"
     }
     _on_every_implementation(subjects, scenario.run)
     kinds = _group_types(settings, prefix)
-    assert kinds == {"python": "CLASSIC", "java": "CLASSIC"}, (prefix, kinds)
+    assert kinds == {"python": "CLASSIC", "node": "CLASSIC", "java": "CLASSIC"}, (prefix, kinds)
 
 
 REFUSED_EXIT = 70
@@ -119,8 +117,9 @@ instance id): its supervisor starts it again."""
 def _started_again_at_once_after_a_kill(subject: contract.ProcessSubject) -> None:
     """A process SIGKILLed and started again at once with its static instance id consumes again:
     under the consumer protocol the broker refuses the id until the killed one's session ends, and
-    the process either joins again itself (Python) or ends with REFUSED_EXIT for its supervisor to
-    start it again (Java), as this loop does; every start before the one that consumes ends so."""
+    the process either joins again itself (Python, TypeScript) or ends with REFUSED_EXIT for its
+    supervisor to start it again (Java), as this loop does; every start before the one that
+    consumes ends so."""
     name = subject.consumer_name("killed")
     topics = kafka.new_topics(subject.bootstrap_servers, name)
     before, after = subject.make_event(subject.key()), subject.make_event(subject.key())

@@ -4,7 +4,7 @@
  * original message is not acknowledged.
  */
 
-import type { KafkaMessage, Producer } from "kafkajs";
+import { type Producer, ProduceAcks } from "@platformatic/kafka";
 
 import { DEAD_LETTERS } from "./metrics.js";
 
@@ -16,16 +16,46 @@ export interface Failure {
   errorText: string;
 }
 
+/** The record a dead letter is made of: where it was, and its bytes. */
+export interface Original {
+  topic: string;
+  partition: number;
+  offset: bigint;
+  key: Buffer | null;
+  value: Buffer | null;
+}
+
+/** How long a send may go without an answer before it counts as failed. */
+export const SEND_TIMEOUT_MS = 30_000;
+
+/** `promise`, or a rejection once `ms` passed without it settling. */
+export async function withinTime<T>(ms: number, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from Kafka within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export type KafkaProducer = Producer<Buffer, Buffer, Buffer, Buffer>;
+
 export class DeadLetterPublisher {
   constructor(
-    private readonly producer: Producer,
+    private readonly producer: KafkaProducer,
     readonly consumerName: string,
     readonly topic: string,
   ) {}
 
-  /** Publish the dead letter and resolve once the broker confirmed it; rejects otherwise. */
+  /** Publish the dead letter and resolve once the broker confirmed it; rejects otherwise, and
+   * when no answer came within SEND_TIMEOUT_MS (the caller tries again: the idempotent producer
+   * keeps a send that did reach the broker from being written twice by its own retries only, so a
+   * dead letter may then be on the topic twice, under the same message id). */
   async publish(
-    original: { topic: string; partition: number; message: KafkaMessage },
+    original: Original,
     failure: Failure,
     messageId: string | null,
   ): Promise<void> {
@@ -36,22 +66,23 @@ export class DeadLetterPublisher {
       consumer: this.consumerName,
       "original-topic": original.topic,
       "original-partition": String(original.partition),
-      "original-offset": String(original.message.offset),
+      "original-offset": original.offset.toString(),
       "message-id": messageId ?? "",
       "dead-lettered-at": new Date().toISOString(),
     };
-    await this.producer.send({
-      topic: this.topic,
-      acks: -1,
-      timeout: 30_000,
+    await withinTime(SEND_TIMEOUT_MS, this.producer.send({
+      acks: ProduceAcks.ALL,
       messages: [
         {
-          key: original.message.key,
-          value: original.message.value,
-          headers: Object.fromEntries(Object.entries(headers).map(([name, value]) => [HEADER_PREFIX + name, value])),
+          topic: this.topic,
+          ...(original.key === null ? {} : { key: original.key }),
+          ...(original.value === null ? {} : { value: original.value }),
+          headers: new Map(
+            Object.entries(headers).map(([name, value]) => [Buffer.from(HEADER_PREFIX + name), Buffer.from(value)]),
+          ),
         },
       ],
-    });
+    }));
     DEAD_LETTERS.labels(this.consumerName, failure.reason).inc();
   }
 }

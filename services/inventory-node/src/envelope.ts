@@ -29,7 +29,7 @@ export interface Envelope {
   readonly delivery: string | null;
 }
 
-/** A record's headers as kafkajs gives them: a value, or several under one name. */
+/** A record's headers by name: a value, or several under one name (consumerLoop.ts's recordHeaders). */
 export type RecordHeaders = Record<string, Buffer | string | null | Array<Buffer | string | null> | undefined>;
 
 export class PoisonMessage extends Error {

@@ -3,12 +3,12 @@
  * settings, the pools, Kafka, the processors, the loops and the control endpoint.
  */
 
-import { Kafka, PartitionAssigners, type PartitionAssigner, logLevel } from "kafkajs";
+import { Consumer, ProduceAcks, Producer } from "@platformatic/kafka";
 import pg from "pg";
 
-import { ConsumerLoop } from "./consumerLoop.js";
+import { ConsumerLoop, type KafkaConsumer } from "./consumerLoop.js";
 import { serveControl } from "./controlEndpoint.js";
-import { DeadLetterPublisher } from "./deadLetters.js";
+import { DeadLetterPublisher, type KafkaProducer } from "./deadLetters.js";
 import { FaultPoints } from "./faults.js";
 import { HANDLERS, IGNORED_TYPES, TOPICS } from "./inventory/handlers.js";
 import { log, setLogFields } from "./log.js";
@@ -18,10 +18,17 @@ import { KafkaTelemetry, NO_TELEMETRY, type Telemetry } from "./telemetry.js";
 
 const DEFAULT_CONSUMER_NAME = "inventory-reservation-v1";
 
-/** kafkajs's round-robin assignor under the protocol name the Java client and librdkafka give the
- * same strategy ("roundrobin"): members of every implementation can then share one group, as they
- * do for a moment when `make up INVENTORY_IMPL=…` replaces one with another. */
-const roundRobin: PartitionAssigner = (config) => ({ ...PartitionAssigners.roundRobin(config), name: "roundrobin" });
+/** The group settings of one member. Under the consumer protocol (KIP-848) the broker assigns, with
+ * its range assignor as the other implementations ask for, and holds the session; under the
+ * classic one the client offers its round-robin assignor under the name the Java client and
+ * librdkafka give the same strategy ("roundrobin"), so members of every implementation can share
+ * one group, as they do for a moment when `make up INVENTORY_IMPL=…` replaces one with another. */
+function groupOptions(protocol: "consumer" | "classic", instanceId: string | null) {
+  const instance = instanceId === null ? {} : { groupInstanceId: instanceId };
+  return protocol === "consumer"
+    ? { groupProtocol: "consumer" as const, groupRemoteAssignor: "range", ...instance }
+    : { groupProtocol: "classic" as const, sessionTimeout: 6_000, heartbeatInterval: 1_000, ...instance };
+}
 
 async function main(): Promise<void> {
   const settings = loadSettings();
@@ -33,17 +40,16 @@ async function main(): Promise<void> {
   const faults = new FaultPoints();
   faults.armFromSpec(settings.faults);
 
-  const kafka = new Kafka({
-    clientId: processName,
-    brokers: settings.bootstrapServers,
-    ...(settings.sasl ? { sasl: settings.sasl, ssl: false } : {}),
-    logLevel: logLevel.WARN,
-    logCreator: () => (entry) => log.warn(`kafkajs: ${entry.log.message}`, { namespace: entry.namespace }),
-  });
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  const connection = {
+    bootstrapBrokers: settings.bootstrapServers,
+    ...(settings.sasl ? { sasl: settings.sasl } : {}),
+    autocreateTopics: false,
+    timeout: 30_000,
+  };
+  const producer: KafkaProducer = new Producer({ ...connection, clientId: processName, idempotent: true, acks: ProduceAcks.ALL });
   const deadLetters = new DeadLetterPublisher(producer, consumerName, settings.deadLetterTopic ?? `dlq.${consumerName}`);
   // TELEMETRY_TOPIC empty: told to no one. Its own producer: acks=1, as telemetry may be lost.
-  const telemetryProducer = kafka.producer({ allowAutoTopicCreation: false });
+  const telemetryProducer: KafkaProducer = new Producer({ ...connection, clientId: `${processName}-telemetry`, acks: ProduceAcks.LEADER });
   const telemetry: Telemetry = settings.telemetryTopic
     ? new KafkaTelemetry(telemetryProducer, settings.telemetryTopic, processName)
     : NO_TELEMETRY;
@@ -65,18 +71,12 @@ async function main(): Promise<void> {
     });
     pool.on("error", (error) => log.warn("an idle database connection failed", { error: error.message }));
     pools.push(pool);
-    const consumer = kafka.consumer({
+    const instanceId = settings.instanceId !== null && settings.members > 1 ? `${settings.instanceId}-m${member}` : settings.instanceId;
+    const consumer: KafkaConsumer = new Consumer({
+      ...connection,
+      clientId: `${processName}-${member}`,
       groupId: group,
-      sessionTimeout: 6_000, // a crashed member's partitions move on within seconds (the loop heartbeats)
-      heartbeatInterval: 1_000,
-      allowAutoTopicCreation: false,
-      partitionAssigners: [roundRobin],
-    });
-    consumer.on(consumer.events.CRASH, (event) => {
-      if (!event.payload.restart) {
-        log.error("the Kafka consumer stopped for good", { error: String(event.payload.error) });
-        process.exit(1);
-      }
+      ...groupOptions(settings.groupProtocol, instanceId),
     });
     const processor = new MessageProcessor(
       {
@@ -94,13 +94,11 @@ async function main(): Promise<void> {
       faults,
       telemetry,
     );
-    loops.push(new ConsumerLoop(consumer, processor, deadLetters, faults, group));
+    loops.push(new ConsumerLoop(consumer, processor, deadLetters, faults));
   }
 
-  const admin = kafka.admin();
   const rewind = async (toTimestampMs: number | null) => {
-    await admin.connect();
-    const moved = (await Promise.all(loops.map((loop) => loop.rewind(admin, toTimestampMs)))).flat();
+    const moved = (await Promise.all(loops.map((loop) => loop.rewind(toTimestampMs)))).flat();
     telemetry.emit("rewind", { consumer: consumerName, partitions: moved, to_timestamp_ms: toTimestampMs });
     return moved;
   };
@@ -118,8 +116,6 @@ async function main(): Promise<void> {
       settings.controlPort,
     );
   }
-  await producer.connect();
-  if (settings.telemetryTopic) await telemetryProducer.connect();
   telemetry.emit("started", { consumer: consumerName, strategy: "correct", members: settings.members });
 
   let stopping = false;
@@ -129,9 +125,8 @@ async function main(): Promise<void> {
     log.info("stopping", { signal });
     await Promise.all(loops.map((loop) => loop.stop().catch(() => undefined)));
     await telemetry.flush(2000);
-    await producer.disconnect().catch(() => undefined);
-    await telemetryProducer.disconnect().catch(() => undefined);
-    await admin.disconnect().catch(() => undefined);
+    await producer.close().catch(() => undefined);
+    await telemetryProducer.close().catch(() => undefined);
     await Promise.all(pools.map((pool) => pool.end().catch(() => undefined)));
     process.exit(0);
   };
@@ -139,8 +134,18 @@ async function main(): Promise<void> {
   process.on("SIGINT", () => void stop("SIGINT"));
 
   const topics = settings.topics ?? [...TOPICS];
-  log.info("consuming", { topics, group, members: settings.members });
-  await Promise.all(loops.map((loop) => loop.run(topics)));
+  log.info("consuming", { topics, group, members: settings.members, protocol: settings.groupProtocol });
+  // A loop that fails for good (its client refused, a broker error it cannot get past) ends the
+  // process, for its supervisor to start a fresh one; stopping ends the loops without that.
+  await Promise.all(
+    loops.map((loop) =>
+      loop.run(topics).catch((error: unknown) => {
+        if (stopping) return;
+        log.error("the Kafka consumer stopped for good", { error: String((error as Error)?.stack ?? error) });
+        process.exit(1);
+      }),
+    ),
+  );
 }
 
 main().catch((error: unknown) => {

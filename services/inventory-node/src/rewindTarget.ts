@@ -3,7 +3,7 @@
  *
  * A rewind delivers again what the group acknowledged; it must never skip what the member has not
  * had. So a partition goes to the first message at the rewind's time or to where the member stands
- * (its group's committed offset: kafkajs commits only what eachMessage resolved), whichever is
+ * (its group's committed offset: the loop commits only what it acknowledged), whichever is
  * earlier, and stays where it stands when no message is at the time.
  *
  * `atTime`: the first offset at or after the time, negative when none, null for a rewind to the

@@ -4,7 +4,9 @@
  * the process with the variable named.
  */
 
-import type { SASLOptions } from "kafkajs";
+import { hostname } from "node:os";
+
+import type { SASLOptions } from "@platformatic/kafka";
 
 import { ISOLATION_LEVELS, type IsolationLevel } from "./correctPath.js";
 
@@ -26,11 +28,15 @@ export interface Settings {
   telemetryTopic: string;
   /** The Kafka principal (KAFKA_USERNAME / KAFKA_PASSWORD), or null to connect without one. */
   sasl: KafkaSasl | null;
+  /** Static group membership (EO_INSTANCE_ID, `{hostname}` replaced), or null. */
+  instanceId: string | null;
+  /** CONSUMER_GROUP_PROTOCOL: consumer (KIP-848, the default) or classic. */
+  groupProtocol: "consumer" | "classic";
 }
 
 export type KafkaSasl = SASLOptions;
 
-const MECHANISMS = { "SCRAM-SHA-512": "scram-sha-512", "SCRAM-SHA-256": "scram-sha-256", PLAIN: "plain" } as const;
+const MECHANISMS = { "SCRAM-SHA-512": "SCRAM-SHA-512", "SCRAM-SHA-256": "SCRAM-SHA-256", PLAIN: "PLAIN" } as const;
 
 /** The principal the environment names, as the Python runtime's effectively_once/kafka_client.py reads it. */
 function kafkaSasl(variables: Record<string, string | undefined>): KafkaSasl | null {
@@ -94,6 +100,11 @@ export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settin
     throw new SettingsError(`CONSUMER_STRATEGY: this implementation runs the correct path only, not '${strategy.slice(0, 40)}'`);
   }
   const port = variables["CONTROL_PORT"];
+  const protocol = variables["CONSUMER_GROUP_PROTOCOL"] || "consumer";
+  if (protocol !== "consumer" && protocol !== "classic") {
+    throw new SettingsError(`CONSUMER_GROUP_PROTOCOL: classic or consumer, not '${protocol.slice(0, 40)}'`);
+  }
+  const instance = variables["EO_INSTANCE_ID"] || null;
   return {
     databaseUrl,
     bootstrapServers: servers,
@@ -110,6 +121,8 @@ export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settin
     members: number(variables, "CONSUMER_MEMBERS", 1, 1, 16),
     telemetryTopic: variables["TELEMETRY_TOPIC"] ?? "platform.telemetry",
     sasl: kafkaSasl(variables),
+    instanceId: instance === null ? null : instance.replaceAll("{hostname}", hostname()),
+    groupProtocol: protocol,
     allowedHosts: new Set(
       (variables["ALLOWED_HOSTS"] ?? "").split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
     ),

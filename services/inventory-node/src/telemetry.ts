@@ -9,8 +9,9 @@
 
 import { hostname } from "node:os";
 
-import type { Producer } from "kafkajs";
+import { ProduceAcks } from "@platformatic/kafka";
 
+import type { KafkaProducer } from "./deadLetters.js";
 import { log } from "./log.js";
 
 export interface Telemetry {
@@ -25,7 +26,7 @@ export class KafkaTelemetry implements Telemetry {
   private pending = new Set<Promise<unknown>>();
 
   constructor(
-    private readonly producer: Producer,
+    private readonly producer: KafkaProducer,
     private readonly topic: string,
     process: string,
   ) {
@@ -37,7 +38,10 @@ export class KafkaTelemetry implements Telemetry {
     const record = { ...this.own, kind, at: Date.now() / 1000, ...told };
     const key = typeof told["key"] === "string" ? told["key"] : null;
     const sent = this.producer
-      .send({ topic: this.topic, acks: 1, messages: [{ key, value: JSON.stringify(record) }] })
+      .send({
+        acks: ProduceAcks.LEADER,
+        messages: [{ topic: this.topic, ...(key === null ? {} : { key: Buffer.from(key) }), value: Buffer.from(JSON.stringify(record)) }],
+      })
       .catch((error: unknown) => log.warn("telemetry dropped", { error: String(error) }))
       .finally(() => this.pending.delete(sent));
     this.pending.add(sent);
