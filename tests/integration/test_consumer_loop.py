@@ -238,9 +238,11 @@ def test_a_fatal_client_error_ends_the_loop_instead_of_polling_a_dead_client(
     """A static member fenced by another with its group.instance.id (as librdkafka's own rejoin
     after a broker restart can do) gets a fatal error: its client will never consume again. The
     loop must end (the runner then ends the process, for its supervisor to restart it), not poll
-    the dead client for ever while its partitions' messages wait (a soak found a saga stuck so)."""
+    the dead client for ever while its partitions' messages wait (a soak found a saga stuck so).
+    The classic protocol's fencing, which the member runs here: under the consumer protocol the
+    member that joins with an id in use is the one refused (test_consumer_crashes.py)."""
     instance = f"{name}-0"
-    loop = _loop(settings, runtime_db, name, topics, EO_INSTANCE_ID=instance)
+    loop = _loop(settings, runtime_db, name, topics, EO_INSTANCE_ID=instance, CONSUMER_GROUP_PROTOCOL="classic")
     failed: list[BaseException] = []
 
     def run() -> None:
