@@ -226,11 +226,17 @@ class LabProcess:
 
     def rewind(self, to_timestamp_ms: int | None) -> Partitions:
         """Ask every member to rewind, and answer once each has sought (at its next poll: a member
-        inside a long transaction answers when it is done)."""
+        inside a long transaction answers when it is done), each partition once: a partition that
+        moved between two members while they answered (one of them still joining) was sought by
+        both."""
         self._refuse_for_a_share_group("rewind")
         futures = [controls.request_rewind(to_timestamp_ms) for _, controls in self.members]
         log.info("rewind asked; each member seeks at its next poll", extra={"consumer": self.consumer_name})
-        return [partition for future in futures for partition in future.result(timeout=30)]
+        sought: dict[tuple[str, int], dict[str, Any]] = {}
+        for future in futures:
+            for partition in future.result(timeout=30):
+                sought[(partition["topic"], partition["partition"])] = partition
+        return list(sought.values())
 
     def hold(self, topic: str, seconds: float) -> Partitions:
         if topic not in self._first.config.topics:

@@ -3,14 +3,16 @@ crash, still joining): served once the member holds some, or answered empty afte
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from effectively_once.lab import controls
-from effectively_once.lab.controls import LabControls
+from effectively_once.lab.controls import LabControls, LabProcess
 from effectively_once.telemetry import NoTelemetry
+from tests.support.waiting import wait_for
 
 
 class _Member:
@@ -57,3 +59,22 @@ def test_a_member_that_holds_nothing_after_the_grace_answers_it_has_no_partition
     lab.between_polls(member)  # type: ignore[arg-type]
     result: Any = answer.result(0)
     assert result == [] and member.sought == []
+
+
+def test_a_partition_sought_by_two_members_is_answered_once() -> None:
+    """The first member rewinds the three partitions it holds; the second, still joining, is then
+    handed one of them and seeks it too: the process answers each partition once."""
+    first, second = _Member(), _Member()
+    first.held = [TopicPartition("t", p) for p in range(3)]
+    members = [(object(), LabControls("sales", NoTelemetry())), (object(), LabControls("sales", NoTelemetry()))]
+    process = LabProcess("sales", members, "postgresql://unused", NoTelemetry())  # type: ignore[arg-type]
+    done: list[Any] = []
+    asking = threading.Thread(target=lambda: done.append(process.rewind(None)))
+    asking.start()
+    wait_for(lambda: members[0][1]._rewinds.qsize() == 1 and members[1][1]._rewinds.qsize() == 1, 5, "the asks")
+    members[0][1].between_polls(first)  # type: ignore[arg-type]
+    first.held, second.held = first.held[:2], [TopicPartition("t", 2)]
+    members[1][1].between_polls(second)  # type: ignore[arg-type]
+    asking.join(5)
+    assert sorted((p["topic"], p["partition"]) for p in done[0]) == [("t", 0), ("t", 1), ("t", 2)]
+    assert ("t", 2, OFFSET_BEGINNING) in first.sought and ("t", 2, OFFSET_BEGINNING) in second.sought
