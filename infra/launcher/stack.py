@@ -136,7 +136,7 @@ def _port_variable(program: Program, port: int) -> str:
     return names.get(program.name, "CONTROL_PORT_BASE")
 
 
-def _wait_healthy(supervisor: Supervisor, program: Program, timeout: float = 60) -> None:
+def _wait_healthy(supervisor: Supervisor, program: Program, timeout: float = 120) -> None:
     if not program.health_url:
         return
     still_starting = _watch(supervisor, program.name)

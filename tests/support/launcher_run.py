@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,6 +126,16 @@ def _soak_outcome(printed: str) -> str:
     return verdict + "\n" + "\n".join(lines)[-8000:]
 
 
+def _named_log_tail(output: str, lines: int = 40) -> str:
+    """The last lines of the log a launcher failure names ("read its log: PATH"): the state
+    directory, and the log with it, is removed once the failed system is taken down."""
+    named = re.search(r"read its log: (\S+)", output)
+    if not named or not Path(named.group(1)).is_file():
+        return ""
+    tail = Path(named.group(1)).read_text(errors="replace").splitlines()[-lines:]
+    return f"\n--- the last {len(tail)} lines of {named.group(1)}:\n" + "\n".join(tail)
+
+
 @contextmanager
 def running_system(**overrides: str) -> Iterator[LauncherRun]:
     """A whole system of its own (`make up` on its own ports and state), taken down afterwards;
@@ -133,7 +144,7 @@ def running_system(**overrides: str) -> Iterator[LauncherRun]:
     run.overrides.update(overrides)
     result = run.launcher("up")
     try:  # a failed `up` is taken down too: what it started must not outlive the test
-        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.returncode == 0, result.stdout + result.stderr + _named_log_tail(result.stderr)
         yield run
     finally:
         run.launcher("down")
