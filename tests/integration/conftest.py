@@ -55,10 +55,11 @@ def runtime_db(settings: Settings) -> str:
     return url
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def kafka_nodes() -> Iterator[KafkaNodes]:
-    """Three Kafka nodes of the tests' own (tests/support/kafka_nodes.py), started once for the
-    tests that freeze or kill one; each such test starts again first any node one before it killed."""
+    """Three Kafka nodes of the tests' own (tests/support/kafka_nodes.py) for a module whose tests
+    freeze or kill one (each such test starts again first any node one before it killed); stopped
+    with the module, so that three more JVMs do not share the machine with the tests after it."""
     with three_kafka_nodes() as running:
         yield running
 
