@@ -215,6 +215,11 @@ class ConsumerLoop:
         self._ever_assigned = True
         self.stall_watch.assigned(partitions)
 
+    def refused_and_joining(self) -> bool:
+        """Whether the group refused this member and it has held no partition since: a process
+        started again after a crash, waiting for the broker to let its static id go."""
+        return self._refused_since is not None and not self._ever_assigned
+
     def _join_again_if_refused_at_join(self, failed: ClientFailed) -> None:
         """A client that failed before the member was ever assigned a partition (the broker still
         holds a killed process's static instance id) is replaced by a fresh one, which joins again

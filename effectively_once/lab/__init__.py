@@ -19,6 +19,7 @@ from functools import partial
 
 import psycopg
 
+from ..consumer.loop import ConsumerLoop
 from ..consumer.processor import PATHS as CORRECT_ONLY
 from ..consumer.processor import MessageProcessor, Path
 from ..consumer.wiring import ConsumerSettings, Member, MemberHooks
@@ -67,6 +68,8 @@ class LabAttachment:
         controls = [(loop, hooks) for loop, hooks in members if isinstance(hooks, LabControls)]
         for loop, hooks in controls:
             hooks.strategy_of = partial(_strategy_of, loop.processor)
+            if isinstance(loop, ConsumerLoop):
+                hooks.joining = loop.refused_and_joining
         configured = timedelta(days=self.settings.DEDUP_HORIZON_DAYS)
         return LabProcess(
             self.consumer_name, controls, self.settings.DATABASE_URL, self.telemetry, configured, self.paths
