@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -35,6 +36,7 @@ def create_app(settings: PanelSettings, panel: Panel | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         panel.start()
+        faulthandler.cancel_dump_traceback_later()  # armed at start (__main__.py): it serves now
         yield
         panel.stop()
 
