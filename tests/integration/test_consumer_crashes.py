@@ -139,8 +139,8 @@ def test_a_static_member_refused_its_instance_id_joins_again_once_the_broker_let
         "the refused member to join once the killed one's session ended, and apply",
     )
     assert waiting.process is not None and waiting.process.poll() is None, waiting.output
+    assert waiting.stop() == 0, waiting.output  # its log is whole once it ended
     assert waiting.outcomes_for(second.message_id) == ["applied"]
-    assert waiting.stop() == 0, waiting.output
 
 
 def test_a_crash_armed_through_the_control_endpoint_really_ends_the_process(
