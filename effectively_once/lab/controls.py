@@ -98,7 +98,7 @@ class LabControls:
         while not self._rewinds.empty():
             to_timestamp_ms, future, asked = self._rewinds.get_nowait()
             if self.joining() and time.monotonic() - asked < JOINING_GRACE_SECONDS:
-                waiting.append((to_timestamp_ms, future, asked))  # still joining: served once it holds some
+                waiting.append((to_timestamp_ms, future, asked))  # still joining: served once it joined
                 continue
             try:
                 future.set_result(self._rewind(consumer, to_timestamp_ms))
