@@ -159,6 +159,35 @@ def test_every_implementation_started_again_at_once_after_a_kill_consumes_again(
     _on_every_implementation(inventory_processes, _started_again_at_once_after_a_kill)
 
 
+def _rewound_while_still_joining(subject: contract.ProcessSubject) -> None:
+    """A rewind asked of a process started again at once after a kill, while the group still
+    refuses its static id (the consumer protocol, until the killed one's session ends), waits for
+    the member to join and moves its partition: it does not answer "no partitions"."""
+    name = subject.consumer_name("joining")
+    topics = kafka.new_topics(subject.bootstrap_servers, name)
+    event = subject.make_event(subject.key())
+    kafka.publish(subject.bootstrap_servers, topics.events, [event.to_json()])
+    static = {"EO_INSTANCE_ID": f"{name}-0"}
+    killed = RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static)
+    try:
+        killed.wait_acknowledged(1)
+    finally:
+        killed.kill()
+    with RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static) as restarted:
+        moved = restarted.rewind("beginning")
+        assert [(p["topic"], p["partition"]) for p in moved] == [(topics.events, 0)], moved
+        assert restarted.wait_acknowledged(1)["duplicate"] == 1
+    assert subject.effects_of(event) == 1
+
+
+def test_a_rewind_asked_of_a_member_still_refused_its_id_waits_for_its_join(
+    inventory_processes: dict[str, contract.ProcessSubject],
+) -> None:
+    """Python and TypeScript (the Java process ends for its supervisor while refused: REFUSED_EXIT)."""
+    joining = {name: subject for name, subject in inventory_processes.items() if name != "java"}
+    _on_every_implementation(joining, _rewound_while_still_joining)
+
+
 def _group_types(settings: Settings, prefix: str) -> dict[str, str]:
     """Implementation -> the type the broker gives its group, for the groups named with `prefix`."""
     admin = admin_client(settings.kafka_bootstrap_servers)  # held: the answer needs its handle alive

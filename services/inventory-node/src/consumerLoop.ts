@@ -60,6 +60,11 @@ export function protocolErrors(error: unknown): string[] {
 /** How often acknowledged offsets are committed while the loop consumes. */
 export const ACK_COMMIT_INTERVAL_MS = 1000;
 
+/** How long a rewind waits for a member still joining: refused its static id after a restart, it
+ * holds no partition to move until the broker lets the killed process's id go (the Python
+ * runtime's JOINING_GRACE_SECONDS). */
+export const JOINING_GRACE_MS = 15_000;
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface Moved {
@@ -79,6 +84,12 @@ export class ConsumerLoop {
   private acknowledged = new Map<string, { topic: string; partition: number; offset: bigint; leaderEpoch: number }>();
   /** The commit under way, if any: commits go one at a time. */
   private committing: Promise<void> = Promise.resolve();
+  /** When the group first refused this member its instance id; null if it never did. */
+  private refusedSince: number | null = null;
+  /** Whether the member ever held a partition. */
+  private everAssigned = false;
+  /** Whether the loop is opening its stream (joining the group). */
+  private opening = false;
 
   constructor(
     private readonly consumer: KafkaConsumer,
@@ -92,12 +103,16 @@ export class ConsumerLoop {
   /** Move this member's partitions back to a time (null: the beginning): what follows is delivered
    * again, and the markers make it duplicates. Never forward (rewindTarget): a partition the member
    * has not reached the time in, or with nothing at the time, stays at the group's committed offset.
-   * The loop leaves its stream first (the message in hand is finished and acknowledged), the
-   * group's offsets are committed back, and the loop consumes again from them. */
+   * A member still joining its group (opening its stream, or refused its static id after a restart)
+   * is served once it joined, or after JOINING_GRACE_MS. The loop leaves its stream first (the
+   * message in hand is finished and acknowledged), the group's offsets are committed back, and the
+   * loop consumes again from them. */
   async rewind(toTimestampMs: number | null): Promise<Moved[]> {
     log.info("rewind asked; the member leaves its stream once the message in hand is acknowledged", {
       consumer: this.processor.config.consumerName,
     });
+    const asked = Date.now();
+    while ((this.opening || this.refusedAndJoining()) && Date.now() - asked < JOINING_GRACE_MS) await sleep(100);
     let release = () => undefined as void;
     this.held = new Promise<void>((resolve) => {
       release = resolve;
@@ -132,6 +147,14 @@ export class ConsumerLoop {
     }
   }
 
+  /** Whether the group refused this member and it has held no partition since: a process started
+   * again after a crash, waiting for the broker to let its static id go. */
+  refusedAndJoining(): boolean {
+    if (this.refusedSince === null || this.everAssigned) return false;
+    this.everAssigned = (this.consumer.assignments ?? []).some((a) => a.partitions.length > 0);
+    return !this.everAssigned;
+  }
+
   /** Commit what was acknowledged since the last commit (after the commit under way). */
   commitAcknowledged(): Promise<void> {
     this.committing = this.committing.then(async () => {
@@ -163,7 +186,13 @@ export class ConsumerLoop {
   private async consume(topics: readonly string[]): Promise<void> {
     while (!this.stopping) {
       if (this.held) await this.held;
-      const stream = await this.open(topics);
+      this.opening = true;
+      let stream: Stream | null;
+      try {
+        stream = await this.open(topics);
+      } finally {
+        this.opening = false;
+      }
       if (stream === null) return;
       this.stream = stream;
       let leave = () => undefined as void;
@@ -200,6 +229,7 @@ export class ConsumerLoop {
           if (attempt === 1) log.warn("a topic to consume does not exist yet; waiting for it", { topics });
           await sleep(Math.min(5000, 250 * attempt));
         } else if (errors.includes("UNRELEASED_INSTANCE_ID") && Date.now() - started < this.refusedJoinWaitMs) {
+          this.refusedSince ??= Date.now();
           log.warn("the group refused this member its instance id; joining again in 1 s", { errors });
           await sleep(1000);
         } else {
