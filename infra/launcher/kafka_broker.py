@@ -31,7 +31,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 
 from effectively_once.consumer.share_loop import share_group_id
 from effectively_once.kafka_client import client_config
-from infra.launcher import maven_jars
+from infra.launcher import kafka_class_archive, maven_jars
 from infra.launcher.errors import LaunchError
 from services.kafka_access import ADMIN
 from services.settings import PROJECT_ROOT, Settings
@@ -105,12 +105,16 @@ def server_properties(settings: Settings, node: int = 1) -> Path:
     return target
 
 
-def java_command(java: str, libs: Path, settings: Settings, main_class: str) -> list[str]:
+def java_command(java: str, libs: Path, settings: Settings, main_class: str, options: Iterable[str] = ()) -> list[str]:
+    """A Kafka JVM's command line: the heap, KAFKA_JVM_OPTIONS, the class archive if there is one
+    (kafka_class_archive), then `options`."""
     return [
         java,
         f"-Xms{settings.KAFKA_HEAP}",
         f"-Xmx{settings.KAFKA_HEAP}",
         *settings.KAFKA_JVM_OPTIONS.split(),
+        *kafka_class_archive.options(java, libs),
+        *options,
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={LOG4J_CONFIG}",
         "-cp",
@@ -172,9 +176,19 @@ def ensure_formatted(java: str, libs: Path, settings: Settings, say: Callable[[s
         marker.write_text("formatted with the admin's SCRAM user\n")
 
 
-def broker_command(java: str, libs: Path, settings: Settings, node: int = 1) -> list[str]:
+def broker_command(java: str, libs: Path, settings: Settings, node: int = 1, options: Iterable[str] = ()) -> list[str]:
     """Node `node`'s command line, as bin/kafka-server-start.sh would build it."""
-    return [*java_command(java, libs, settings, "kafka.Kafka"), str(server_properties(settings, node))]
+    return [*java_command(java, libs, settings, "kafka.Kafka", options), str(server_properties(settings, node))]
+
+
+def ensure_class_archive(java: str, libs: Path, settings: Settings, say: Callable[[str], None]) -> None:
+    """The archive of the node's classes for this Java, made once (kafka_class_archive)."""
+
+    def node(own: Settings, options: list[str]) -> list[str]:
+        ensure_formatted(java, libs, own, lambda _: None)
+        return broker_command(java, libs, own, 1, options)
+
+    kafka_class_archive.ensure(java, libs, settings, node, say)
 
 
 def admin_client(bootstrap_servers: str) -> AdminClient:

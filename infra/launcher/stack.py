@@ -188,6 +188,7 @@ def up(settings: Settings, say: Say, with_platform: bool = True) -> Endpoints:
     if settings.uses_own_kafka:
         java = require_java(settings.JAVA_HOME)
         libs = kafka_broker.ensure_jars(settings, say)
+        kafka_broker.ensure_class_archive(java, libs, settings, say)
         _refuse_another_kafka_topology(supervisor, settings)
         infrastructure.extend(processes.kafka_programs(settings, java, libs))
     else:
@@ -262,8 +263,8 @@ def prepare(settings: Settings, say: Say) -> None:
     if settings.uses_own_postgres:
         postgres_cluster.ensure_installed(say)
     if settings.uses_own_kafka:
-        require_java(settings.JAVA_HOME)
-        kafka_broker.ensure_jars(settings, say)
+        java = require_java(settings.JAVA_HOME)
+        kafka_broker.ensure_class_archive(java, kafka_broker.ensure_jars(settings, say), settings, say)
     kafka_connect.ensure_jars(settings, say)  # RELAY=debezium's, and its tests'
     prometheus_server.ensure_installed(say)
 
