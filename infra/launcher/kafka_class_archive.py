@@ -25,10 +25,10 @@ from pathlib import Path
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from effectively_once.contract.ports import free_port
 from effectively_once.kafka_client import client_config
 from services.kafka_access import ADMIN
 from services.settings import Settings
-from workbench.network import free_port_range
 
 READY_TIMEOUT = 90.0
 """How long the archiving node may take to answer and take its record."""
@@ -36,9 +36,10 @@ READY_TIMEOUT = 90.0
 
 def path(java: str, libs: Path) -> Path:
     """Where the archive of this Kafka's classes for this Java is kept."""
-    binary = Path(java).resolve()
+    binary = Path(shutil.which(java) or java).resolve()
     jvm = next(iter(sorted(binary.parent.parent.glob("lib/server/libjvm.so"))), binary)
-    build = f"{binary}:{jvm.stat().st_size}:{jvm.stat().st_mtime_ns}"
+    stat = jvm.stat() if jvm.exists() else None
+    build = f"{binary}:{stat.st_size}:{stat.st_mtime_ns}" if stat else str(binary)
     return libs.parent / f"classes-{hashlib.sha1(build.encode()).hexdigest()[:12]}.jsa"
 
 
@@ -63,13 +64,13 @@ def ensure(
         return
     say("archiving the Kafka node's classes for faster starts (first run only, ~15 s)")
     state = Path(tempfile.mkdtemp(prefix="kafka-class-archive-", dir=settings.EO_CACHE_DIR))
-    base = free_port_range(2)
+    client = free_port()
     own = settings.model_copy(
         update={
             "EO_STATE_DIR": state,
             "BROKERS": 1,
-            "KAFKA_PORT": base,
-            "KAFKA_CONTROLLER_PORT": base + 1,
+            "KAFKA_PORT": client,
+            "KAFKA_CONTROLLER_PORT": free_port(excluding={client}),
             "KAFKA_BOOTSTRAP_SERVERS": None,
         }
     )
