@@ -114,6 +114,21 @@ REFUSED_EXIT = 70
 instance id): its supervisor starts it again."""
 
 
+def _killed_after_one(subject: contract.ProcessSubject, name: str) -> tuple[kafka.Topics, Envelope, dict[str, str]]:
+    """A static member (instance id `name`-0) that applied one event, then SIGKILLed: its topics,
+    the event, and the environment that starts it again with the same id."""
+    topics = kafka.new_topics(subject.bootstrap_servers, name)
+    event = subject.make_event(subject.key())
+    kafka.publish(subject.bootstrap_servers, topics.events, [event.to_json()])
+    static = {"EO_INSTANCE_ID": f"{name}-0"}
+    killed = RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static)
+    try:
+        killed.wait_acknowledged(1)
+    finally:
+        killed.kill()
+    return topics, event, static
+
+
 def _started_again_at_once_after_a_kill(subject: contract.ProcessSubject) -> None:
     """A process SIGKILLed and started again at once with its static instance id consumes again:
     under the consumer protocol the broker refuses the id until the killed one's session ends, and
@@ -121,15 +136,8 @@ def _started_again_at_once_after_a_kill(subject: contract.ProcessSubject) -> Non
     supervisor to start it again (Java), as this loop does; every start before the one that
     consumes ends so."""
     name = subject.consumer_name("killed")
-    topics = kafka.new_topics(subject.bootstrap_servers, name)
-    before, after = subject.make_event(subject.key()), subject.make_event(subject.key())
-    kafka.publish(subject.bootstrap_servers, topics.events, [before.to_json()])
-    static = {"EO_INSTANCE_ID": f"{name}-0"}
-    killed = RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static)
-    try:
-        killed.wait_acknowledged(1)
-    finally:
-        killed.kill()
+    topics, before, static = _killed_after_one(subject, name)
+    after = subject.make_event(subject.key())
     kafka.publish(subject.bootstrap_servers, topics.events, [after.to_json()])
     exits: list[int] = []
     running: RunningConsumer | None = None
@@ -164,15 +172,7 @@ def _rewound_while_still_joining(subject: contract.ProcessSubject) -> None:
     refuses its static id (the consumer protocol, until the killed one's session ends), waits for
     the member to join and moves its partition: it does not answer "no partitions"."""
     name = subject.consumer_name("joining")
-    topics = kafka.new_topics(subject.bootstrap_servers, name)
-    event = subject.make_event(subject.key())
-    kafka.publish(subject.bootstrap_servers, topics.events, [event.to_json()])
-    static = {"EO_INSTANCE_ID": f"{name}-0"}
-    killed = RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static)
-    try:
-        killed.wait_acknowledged(1)
-    finally:
-        killed.kill()
+    topics, event, static = _killed_after_one(subject, name)
     with RunningConsumer(subject, name, [topics.events], topics.dead_letters, **static) as restarted:
         moved = restarted.rewind("beginning")
         assert [(p["topic"], p["partition"]) for p in moved] == [(topics.events, 0)], moved
