@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -26,7 +27,11 @@ def _text_of(driver: WebDriver, selector: str) -> str:
 
 
 def _notice(driver: WebDriver, contains: str) -> str:
-    _wait(driver, f"the notice {contains!r}", lambda d: contains in _text_of(d, "#notice"), 30)
+    """The notice once it says `contains`; a failure says what it said instead."""
+    try:
+        _wait(driver, f"the notice {contains!r}", lambda d: contains in _text_of(d, "#notice"), 30)
+    except TimeoutException as error:
+        raise AssertionError(f"{error.msg}; the notice said {_text_of(driver, '#notice')!r}") from None
     return _text_of(driver, "#notice")
 
 
