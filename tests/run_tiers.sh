@@ -9,8 +9,9 @@
 #           staging, the example service's contract suite, the PostgreSQL pair's failovers and the
 #           system with share groups.
 #
-# Most of any run's time is spent waiting on processes (about half a core is busy on average),
-# so on two cores they overlap well; the split keeps the three about as long as each other. Each
+# On two cores the three keep both cores busy for the whole run (vmstat: 0-6 % idle; JVMs about a
+# third of the CPU, Python processes about half): a fourth run would not shorten it, less CPU does.
+# The split keeps the three about as long as each other. Each
 # run has its own PostgreSQL and Kafka for the tests that share one (the first on ports 29532 and
 # 29592, the third on 29632 and 29692, outside every band below), and picks the ports of the
 # servers its tests start from a band of its own (EO_TEST_PORTS), so they never collide. The
