@@ -6,9 +6,11 @@ jars is most of a start's CPU. A node (and the storage tool that formats one) st
 took about half the CPU and half the time with it (`make bench` does not depend on it: a node's
 speed once started is the same). The archive is made by `prepare` (and `up`) the first time: one
 node of its own, on a state directory of its own, started with `-XX:ArchiveClassesAtExit`, made to
-answer a metadata request and take a record, and stopped (SIGTERM); Java writes the classes it loaded as it
-exits. It is kept per Kafka (the jars' directory) and per Java (its build): a different Java gets
-its own. A Java that cannot write one leaves a note, and the nodes start without it, as before.
+answer a metadata request and take a record, and stopped (SIGTERM); Java writes the classes it
+loaded as it exits. It is kept per Kafka (the jars' directory) and per Java (its build): a
+different Java gets its own. A Java that cannot write one leaves a note; an archive that could not
+be made (a node that did not start) is said, and tried again next time; either way the nodes start
+without it, as before.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 
 from effectively_once.contract.ports import free_port
 from effectively_once.kafka_client import client_config
+from infra.launcher.errors import LaunchError
 from services.kafka_access import ADMIN
 from services.settings import Settings
 
@@ -81,7 +84,7 @@ def ensure(
             written.replace(archive)  # whole, or not there: two prepares never see half of one
         else:
             unavailable.write_text("this Java wrote no class archive; Kafka's nodes start without one\n")
-    except (OSError, KafkaException, TimeoutError) as error:
+    except (OSError, KafkaException, TimeoutError, LaunchError) as error:  # the nodes start without it
         say(f"no class archive made ({error}); Kafka's nodes start without one")
     finally:
         written.unlink(missing_ok=True)
