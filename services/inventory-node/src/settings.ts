@@ -82,6 +82,16 @@ function number(variables: NodeJS.ProcessEnv, variable: string, fallback: number
   return value;
 }
 
+function integer(variables: NodeJS.ProcessEnv, variable: string, fallback: number, low: number, high: number): number {
+  const raw = variables[variable];
+  if (raw === undefined || raw === "") return fallback;
+  const value = /^\s*-?\d+\s*$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(value) || value < low || value > high) {
+    throw new SettingsError(`${variable}: a whole number from ${low} to ${high}, not '${raw.slice(0, 40)}'`);
+  }
+  return value;
+}
+
 export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settings {
   const databaseUrl = variables["DATABASE_URL"] ?? "";
   if (!databaseUrl) throw new SettingsError("DATABASE_URL: required (a postgresql:// URL)");
@@ -115,10 +125,10 @@ export function loadSettings(variables: NodeJS.ProcessEnv = process.env): Settin
     isolationLevel: level as IsolationLevel,
     dedupHorizonDays: number(variables, "DEDUP_HORIZON_DAYS", 30, 0.000001, 3650),
     controlHost: variables["CONTROL_HOST"] || "127.0.0.1",
-    controlPort: port ? number(variables, "CONTROL_PORT", 0, 1, 65535) : null,
+    controlPort: port ? integer(variables, "CONTROL_PORT", 0, 1, 65535) : null,
     processName: variables["EO_PROCESS_NAME"] || null,
     faults: variables["EO_FAULTS"] ?? "",
-    members: number(variables, "CONSUMER_MEMBERS", 1, 1, 16),
+    members: integer(variables, "CONSUMER_MEMBERS", 1, 1, 16),
     telemetryTopic: variables["TELEMETRY_TOPIC"] ?? "platform.telemetry",
     sasl: kafkaSasl(variables),
     instanceId: instance === null ? null : instance.replaceAll("{hostname}", hostname()),

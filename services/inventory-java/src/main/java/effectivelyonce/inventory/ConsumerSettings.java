@@ -91,7 +91,7 @@ public record ConsumerSettings(
       throw new SettingsError("CONSUMER_TOPICS: topic names, comma-separated");
     }
     String port = blankToNull(env.get("CONTROL_PORT"));
-    Integer controlPort = port == null ? null : (int) number("CONTROL_PORT", port, 1, 65535);
+    Integer controlPort = port == null ? null : integer("CONTROL_PORT", port, 1, 65535);
     String horizon = blankToNull(env.get("DEDUP_HORIZON_DAYS"));
     String members = blankToNull(env.get("CONSUMER_MEMBERS"));
     String instance = blankToNull(env.get("EO_INSTANCE_ID"));
@@ -116,7 +116,7 @@ public record ConsumerSettings(
         env.getOrDefault("EO_FAULTS", ""),
         Arrays.stream(env.getOrDefault("ALLOWED_HOSTS", "").split(","))
             .map(h -> h.trim().toLowerCase(Locale.ROOT)).filter(h -> !h.isEmpty()).collect(Collectors.toSet()),
-        members == null ? 1 : (int) number("CONSUMER_MEMBERS", members, 1, 16),
+        members == null ? 1 : integer("CONSUMER_MEMBERS", members, 1, 16),
         instance == null ? null : instance.replace("{hostname}", hostname()),
         logLevel(blankToNull(env.get("LOG_LEVEL"))),
         env.getOrDefault("TELEMETRY_TOPIC", "platform.telemetry").trim(),
@@ -196,6 +196,18 @@ public record ConsumerSettings(
       throw new SettingsError(variable + ": 1-" + most + " letters, digits, '.', '_' or '-'");
     }
     return value;
+  }
+
+  private static int integer(String variable, String raw, int low, int high) {
+    try {
+      int value = Integer.parseInt(raw.strip());
+      if (value >= low && value <= high) {
+        return value;
+      }
+    } catch (NumberFormatException ignored) {
+      // refused below
+    }
+    throw new SettingsError(variable + ": a whole number from " + low + " to " + high + ", not '" + shorten(raw) + "'");
   }
 
   private static double number(String variable, String raw, double low, double high) {
