@@ -132,9 +132,14 @@ $(NODE_INVENTORY)/node_modules/.package-lock.json: $(NODE_INVENTORY)/package-loc
 	@touch $@
 
 # The Java inventory consumer: Maven resolves Spring Boot into ~/.m2 (outside the checkout) and
-# builds one executable jar.
+# builds one executable jar; make-class-archive.sh lays it out in target/extracted/ with a class
+# archive that halves a start's CPU.
 JAVA_INVENTORY := services/inventory-java
-inventory-java: $(JAVA_INVENTORY)/target/inventory-java.jar ## Build the Java (Spring Boot) inventory consumer (services/inventory-java)
+inventory-java: $(JAVA_INVENTORY)/target/extracted/inventory-java.jar ## Build the Java (Spring Boot) inventory consumer (services/inventory-java)
+
+$(JAVA_INVENTORY)/target/extracted/inventory-java.jar: $(JAVA_INVENTORY)/target/inventory-java.jar $(JAVA_INVENTORY)/make-class-archive.sh
+	@sh $(JAVA_INVENTORY)/make-class-archive.sh $< $(JAVA_INVENTORY)/target/extracted
+	@touch $@
 
 $(JAVA_INVENTORY)/target/inventory-java.jar: $(JAVA_INVENTORY)/pom.xml $(shell find $(JAVA_INVENTORY)/src -type f 2>/dev/null)
 	@command -v mvn >/dev/null || { echo "Maven and Java 17+ are required for services/inventory-java: install maven and openjdk-17-jdk" >&2; exit 2; }

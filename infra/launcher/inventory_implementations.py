@@ -16,6 +16,8 @@ from infra.launcher.errors import LaunchError
 from services.settings import PROJECT_ROOT
 
 JAVA_JAR = PROJECT_ROOT / "services" / "inventory-java" / "target" / "inventory-java.jar"
+JAVA_EXTRACTED = JAVA_JAR.parent / "extracted"
+"""The jar laid out for class-data sharing, with its class archive (make-class-archive.sh)."""
 NODE_MAIN = PROJECT_ROOT / "services" / "inventory-node" / "dist" / "main.js"
 JAVA_OPTIONS = ("-Xms64m", "-Xmx256m", "-XX:+UseSerialGC")
 """Small and single-threaded collection: one of fifteen processes on a 2-core machine."""
@@ -26,10 +28,21 @@ def command(implementation: str) -> list[str]:
     if implementation == "python":
         return [sys.executable, "-m", "services.inventory"]
     if implementation == "java":
-        return [_tool("java", "Java 17 or newer"), *JAVA_OPTIONS, "-jar", str(JAVA_JAR)]
+        return [_tool("java", "Java 17 or newer"), *JAVA_OPTIONS, *java_program()]
     if implementation == "node":
         return [_tool("node", "Node.js 20 or newer"), str(NODE_MAIN)]
     raise LaunchError(f"INVENTORY_IMPL is {implementation!r}", "set it to python, java or node")
+
+
+def java_program() -> list[str]:
+    """The Java consumer's arguments after the JVM's options: the extracted layout, with its class
+    archive when the training made one, once `make inventory-java` laid out the current jar; the
+    jar itself otherwise (a jar rebuilt by hand, a build without the layout)."""
+    extracted = JAVA_EXTRACTED / "inventory-java.jar"
+    if not JAVA_JAR.exists() or not extracted.exists() or extracted.stat().st_mtime < JAVA_JAR.stat().st_mtime:
+        return ["-jar", str(JAVA_JAR)]
+    archive = JAVA_EXTRACTED / "inventory-java.jsa"
+    return [*([f"-XX:SharedArchiveFile={archive}"] if archive.exists() else []), "-jar", str(extracted)]
 
 
 def build(implementation: str, say: Callable[[str], None]) -> None:

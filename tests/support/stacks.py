@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from infra.launcher import inventory_implementations
 from services.settings import PROJECT_ROOT
 
 NODE_INVENTORY = PROJECT_ROOT / "services" / "inventory-node"
@@ -27,16 +28,16 @@ def node_inventory_command() -> list[str]:
     return [node, str(NODE_INVENTORY / "dist" / "main.js")]
 
 
-JAVA_INVENTORY = PROJECT_ROOT / "services" / "inventory-java"
 JAVA_QUICK_START = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss512k"
 """For tests that start many short-lived JVMs: the C1 compiler only, the serial collector. Not for
 the benchmarks, which run the JVM as a user would."""
 
 
 def java_inventory_command() -> list[str]:
-    """`java -jar target/inventory-java.jar`, after `mvn package` when a source changed."""
+    """`java -jar` the Spring Boot consumer, with its class archive, as the launcher starts it,
+    after `make inventory-java` (`mvn package` when a source changed)."""
     java = shutil.which("java")
     if java is None:
         raise RuntimeError("java is not on PATH: the Spring Boot consumer needs Java 17 or newer")
     _run(["make", "--no-print-directory", "-s", "inventory-java"], PROJECT_ROOT)
-    return [java, "-jar", str(JAVA_INVENTORY / "target" / "inventory-java.jar")]
+    return [java, *inventory_implementations.java_program()]
