@@ -21,6 +21,7 @@ from infra.launcher import kafka_broker, provisioning, stack
 from infra.launcher.stack import Endpoints
 from infra.launcher.supervisor import Supervisor
 from services.settings import Settings
+from tests.support import failures
 from tests.support.stacks import JAVA_QUICK_START
 
 TIERS = ("unit", "integration", "e2e")
@@ -41,6 +42,11 @@ stack.act_as_admin(Settings(KAFKA_BOOTSTRAP_SERVERS=os.environ.get("KAFKA_BOOTST
 hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 hypothesis_settings.register_profile("dev", print_blob=True, deadline=None)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed:
+        failures.note(report.nodeid)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

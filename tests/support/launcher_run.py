@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.settings import PROJECT_ROOT, Settings
+from tests.support import failures
 from tests.support.stacks import JAVA_QUICK_START
 from workbench.network import free_ports
 
@@ -136,16 +137,37 @@ def _named_log_tail(output: str, lines: int = 40) -> str:
     return f"\n--- the last {len(tail)} lines of {named.group(1)}:\n" + "\n".join(tail)
 
 
+KEPT_LOGS = PROJECT_ROOT / "artifacts" / "systems"
+"""Where a system's process logs are kept when a test failed while it ran."""
+
+
+def keep_logs(run: LauncherRun, kept: Path = KEPT_LOGS) -> Path | None:
+    """Copy the system's process logs to `kept`/<its state directory's name>, before the state
+    directory goes: what a failed test's processes said is read after the run."""
+    logs = run.state_dir / "logs"
+    if not logs.is_dir():
+        return None
+    target = kept / run.state_dir.name
+    shutil.copytree(logs, target, dirs_exist_ok=True)
+    return target
+
+
 @contextmanager
 def running_system(**overrides: str) -> Iterator[LauncherRun]:
     """A whole system of its own (`make up` on its own ports and state), taken down afterwards;
-    `overrides` are settings for it (REPLICAS="2")."""
+    `overrides` are settings for it (REPLICAS="2"). When a test failed while it ran, its process
+    logs are kept in artifacts/systems/ (keep_logs)."""
     run = LauncherRun()
     run.overrides.update(overrides)
+    failed_before = failures.count()
     result = run.launcher("up")
     try:  # a failed `up` is taken down too: what it started must not outlive the test
         assert result.returncode == 0, result.stdout + result.stderr + _named_log_tail(result.stderr)
         yield run
     finally:
         run.launcher("down")
+        if result.returncode != 0 or failures.count() > failed_before:
+            kept = keep_logs(run)
+            if kept:
+                print(f"\nthe logs of the system in {run.state_dir} are kept in {kept}")
         run.remove()
