@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY
 from psycopg_pool import ConnectionPool
 from pydantic import Field, model_validator
 
+from ..connection_pools import RECONNECT_TIMEOUT
 from ..dead_letters import DeadLetterPublisher
 from ..faults import FaultPoints
 from ..kafka_client import client_config
@@ -179,6 +180,7 @@ def _member_parts(
         # One pooled connection per worker: the pool replaces a broken one, with backoff.
         pool = ConnectionPool(
             settings.DATABASE_URL,
+            reconnect_timeout=RECONNECT_TIMEOUT,
             min_size=1,
             max_size=1,
             timeout=5,

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 from confluent_kafka import Producer
 
+from ..connection_pools import RECONNECT_TIMEOUT
 from ..faults import FaultPoints
 from ..telemetry import NoTelemetry, Telemetry, ids
 from . import claim, metrics
@@ -77,7 +78,8 @@ class DatabaseRelay:
                     self._serve(work, listen)
             except psycopg.OperationalError as error:
                 failures += 1
-                pause = min(30.0, 0.2 * 2**failures)
+                # Bounded as the pools' tries are: back within seconds of the database (connection_pools).
+                pause = min(RECONNECT_TIMEOUT, 0.2 * 2**failures)
                 log.warning(
                     "database %s unavailable (%s); retrying in %.1f s",
                     self.name,

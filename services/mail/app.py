@@ -22,6 +22,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
+from effectively_once.connection_pools import RECONNECT_TIMEOUT
 from services import http_front_door, sandbox_admin
 from services.saga_fields import (
     MAX_KEY_LENGTH,
@@ -85,6 +86,7 @@ class MailFaults(BaseModel):
 def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
     pool = AsyncConnectionPool(
         database_url,
+        reconnect_timeout=RECONNECT_TIMEOUT,
         min_size=1,
         max_size=5,
         open=False,

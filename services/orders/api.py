@@ -15,6 +15,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from effectively_once.connection_pools import RECONNECT_TIMEOUT
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services import http_front_door
@@ -115,6 +116,7 @@ def create_app(database_url: str) -> FastAPI:
     # replaced before a request uses it, instead of failing that request with a 503.
     pool = ConnectionPool(
         database_url,
+        reconnect_timeout=RECONNECT_TIMEOUT,
         min_size=1,
         max_size=8,
         open=False,

@@ -29,6 +29,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
 
+from effectively_once.connection_pools import RECONNECT_TIMEOUT
 from services import http_front_door, sandbox_admin
 from services.payment_provider.faults import FaultState, ProviderFaults
 from services.saga_contract import PAYMENT_METHOD_DECLINED, PROVIDER_KEY_LIFETIME
@@ -103,6 +104,7 @@ class ChargeIn(BaseModel):
 def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
     pool = AsyncConnectionPool(
         database_url,
+        reconnect_timeout=RECONNECT_TIMEOUT,
         min_size=1,
         max_size=10,
         open=False,
