@@ -30,7 +30,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from effectively_once.consumer.share_loop import share_group_id
-from effectively_once.kafka_client import client_config
+from effectively_once.kafka_client import KafkaPrincipal, client_config
 from infra.launcher import kafka_class_archive, maven_jars
 from infra.launcher.errors import LaunchError
 from services.kafka_access import ADMIN
@@ -188,19 +188,30 @@ def ensure_class_archive(java: str, libs: Path, settings: Settings, say: Callabl
         ensure_formatted(java, libs, own, lambda _: None)
         return broker_command(java, libs, own, 1, options)
 
-    kafka_class_archive.ensure(java, libs, settings, node, say)
+    def ready(own: Settings) -> None:
+        wait_until_ready(
+            own.kafka_bootstrap_servers, kafka_class_archive.READY_TIMEOUT, principal=own.kafka_principal(ADMIN)
+        )
+
+    kafka_class_archive.ensure(java, libs, settings, node, ready, say)
 
 
-def admin_client(bootstrap_servers: str) -> AdminClient:
-    """An admin client, as the principal the environment names (the launcher's: the admin)."""
-    return AdminClient(client_config(bootstrap_servers, {"log_level": 0}))
+def admin_client(bootstrap_servers: str, principal: KafkaPrincipal | None = None) -> AdminClient:
+    """An admin client, as `principal`, else as the principal the environment names (the
+    launcher's: the admin)."""
+    return AdminClient(client_config(bootstrap_servers, {"log_level": 0}, principal))
 
 
 def wait_until_ready(
-    bootstrap_servers: str, timeout: float, still_starting: Callable[[], None] = lambda: None, brokers: int = 1
+    bootstrap_servers: str,
+    timeout: float,
+    still_starting: Callable[[], None] = lambda: None,
+    brokers: int = 1,
+    principal: KafkaPrincipal | None = None,
 ) -> None:
-    """Return once a metadata request answers with `brokers` brokers in it."""
-    admin = admin_client(bootstrap_servers)
+    """Return once a metadata request, as `principal` (else the environment's), answers with
+    `brokers` brokers in it."""
+    admin = admin_client(bootstrap_servers, principal)
     deadline = time.monotonic() + timeout
     last_error = "no answer"
     while time.monotonic() < deadline:

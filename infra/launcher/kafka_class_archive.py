@@ -57,10 +57,12 @@ def ensure(
     libs: Path,
     settings: Settings,
     node: Callable[[Settings, list[str]], list[str]],
+    ready: Callable[[Settings], None],
     say: Callable[[str], None],
 ) -> None:
     """Make the archive if this Java has none yet. `node(settings, jvm_options)` formats a node's
-    storage for `settings` and gives the command line that starts it with `jvm_options` added."""
+    storage for `settings` and gives the command line that starts it with `jvm_options` added;
+    `ready(settings)` returns once that node answers, or raises LaunchError."""
     archive = path(java, libs)
     unavailable = archive.with_suffix(".unavailable")
     if archive.exists() or unavailable.exists():
@@ -79,7 +81,7 @@ def ensure(
     )
     written = archive.with_name(f"{archive.stem}.{time.monotonic_ns()}.partial")
     try:
-        _run_node_once(own, node(own, [f"-XX:ArchiveClassesAtExit={written}"]), state)
+        _run_node_once(own, node(own, [f"-XX:ArchiveClassesAtExit={written}"]), state, ready)
         if written.exists():
             written.replace(archive)  # whole, or not there: two prepares never see half of one
         else:
@@ -91,12 +93,13 @@ def ensure(
         shutil.rmtree(state, ignore_errors=True)
 
 
-def _run_node_once(settings: Settings, node: list[str], state: Path) -> None:
+def _run_node_once(settings: Settings, node: list[str], state: Path, ready: Callable[[Settings], None]) -> None:
     """Start the node, wait until it answers and takes a record, and stop it as `make down` does."""
     with (state / "node.log").open("wb") as log:
         process = subprocess.Popen(node, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_until_it_takes_a_record(settings)
+            ready(settings)
+            _take_a_record(settings)
         finally:
             process.send_signal(signal.SIGTERM)
             try:
@@ -106,18 +109,11 @@ def _run_node_once(settings: Settings, node: list[str], state: Path) -> None:
                 process.wait(10)
 
 
-def _wait_until_it_takes_a_record(settings: Settings) -> None:
+def _take_a_record(settings: Settings) -> None:
+    """Create a topic on the node and have it take one record: the classes a node loads to serve
+    one are in the archive too."""
     config = client_config(settings.kafka_bootstrap_servers, {"log_level": 0}, settings.kafka_principal(ADMIN))
     admin = AdminClient(config)
-    deadline = time.monotonic() + READY_TIMEOUT
-    while True:
-        try:
-            admin.list_topics(timeout=2)
-            break
-        except KafkaException:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the archiving node did not answer within {READY_TIMEOUT:.0f} s") from None
-            time.sleep(0.2)
     admin.create_topics([NewTopic("class-archive", 1, 1)])["class-archive"].result(30)
     producer = Producer({**config, "acks": "all"})
     producer.produce("class-archive", b"one record")
