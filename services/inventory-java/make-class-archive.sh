@@ -14,14 +14,12 @@ jar=$1
 destination=$2
 rm -rf "$destination"
 java -Djarmode=tools -jar "$jar" extract --destination "$destination"
-if env -i PATH="$PATH" \
+if ! env -i PATH="$PATH" \
     DATABASE_URL=postgresql://training:training@127.0.0.1:9/training \
     KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9 CONTROL_PORT=9 \
     java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
     -XX:ArchiveClassesAtExit="$destination/inventory-java.jsa" -Dspring.context.exit=onRefresh \
     -jar "$destination/inventory-java.jar" >"$destination/training.log" 2>&1; then
-  :
-else
   rm -f "$destination/inventory-java.jsa"
   echo "inventory-java: no class archive (the training start failed; see $destination/training.log)" >&2
 fi
