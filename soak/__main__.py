@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from services.operator import act_as_operator
-from services.settings import Settings
-from soak.run import Soak, summary
+from services.settings import PROJECT_ROOT, Settings
+from soak.run import HISTORY, Soak, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--leader-kills", type=int, help="partition leaders killed on three nodes (default: one per 100 s, at least 2)"
     )
+    parser.add_argument(
+        "--history",
+        type=Path,
+        default=HISTORY,
+        help=f"where to write the history the checker judges (default: {HISTORY.relative_to(PROJECT_ROOT)})",
+    )
     arguments = parser.parse_args(argv)
     if arguments.duration <= 0 or arguments.rate <= 0 or arguments.count <= 0:
         parser.error("duration, rate and count must be positive")
@@ -37,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("crashes and leader kills cannot be negative")
     settings = Settings()
     act_as_operator(settings)
-    soak = Soak(settings, seed=arguments.seed, crashes=crashes, leader_kills=leader_kills)
+    soak = Soak(
+        settings, seed=arguments.seed, crashes=crashes, leader_kills=leader_kills, history_path=arguments.history
+    )
     report = soak.run(arguments.duration, arguments.rate, arguments.count)
     for line in summary(report):
         print(line)

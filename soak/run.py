@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from auditor import kafka_side
 from auditor.dead_letters import read_dead_letters
@@ -31,6 +32,7 @@ from soak.schedule import Step
 
 FINAL = ("CONFIRMED", "REJECTED", "CANCELLED")
 HISTORY = PROJECT_ROOT / "artifacts" / "soak" / "history.jsonl"
+"""Where a soak writes its history unless told (--history): two soaks at once need two files."""
 MIN_STEP_INTERVAL = 0.5
 """Seconds between two chaos steps at least."""
 
@@ -87,8 +89,10 @@ class Soak:
         seed: int = 17,
         crashes: int = 0,
         leader_kills: int = 2,
+        history_path: Path = HISTORY,
     ) -> None:
         self.seed, self.crashes, self.leader_kills = seed, crashes, leader_kills
+        self.history_path = history_path
         supervisor = Supervisor(settings.EO_STATE_DIR)
         self.supervisor = supervisor if supervisor.is_running() else None
         if self.supervisor is not None and settings.uses_own_kafka:  # the cluster that runs, not the one asked for
@@ -256,10 +260,12 @@ class Soak:
         held = kafka_side.check(self.query, bootstrap, read_dead_letters(bootstrap))
         report.kafka_side = held.of_orders(report.load.order_ids)
         lines = history.write(
-            HISTORY, history.reader(self._auditor_url), report.load, self.settings.kafka_bootstrap_servers
+            self.history_path, history.reader(self._auditor_url), report.load, self.settings.kafka_bootstrap_servers
         )
-        report.findings = checker.check(checker.load(HISTORY))
-        self.say(f"soak: history of {lines} lines in {HISTORY.relative_to(PROJECT_ROOT)}, judged by soak/checker.py")
+        report.findings = checker.check(checker.load(self.history_path))
+        where = self.history_path.resolve()
+        shown = where.relative_to(PROJECT_ROOT) if where.is_relative_to(PROJECT_ROOT) else where
+        self.say(f"soak: history of {lines} lines in {shown}, judged by soak/checker.py")
         self._count_telemetry(report, since=started)
         return report
 

@@ -82,12 +82,15 @@ class LauncherRun:
         )
 
     def soak(self, log: Path, *arguments: str, timeout: float = 800) -> tuple[int, str]:
-        """`python -m soak` against this system, printing into `log` (kept as an artifact); its exit
-        status and the end of what it printed, after a line that sums it up (`_soak_outcome`)."""
+        """`python -m soak` against this system, printing into `log` and writing its history beside
+        it (`<log>-history.jsonl`: soaks of runs side by side never share one), both kept as
+        artifacts; its exit status and the end of what it printed, after a line that sums it up
+        (`_soak_outcome`)."""
         log.parent.mkdir(parents=True, exist_ok=True)
+        history = log.with_name(f"{log.stem}-history.jsonl")
         with log.open("w") as output:
             result = subprocess.run(
-                [sys.executable, "-m", "soak", *arguments],
+                [sys.executable, "-m", "soak", "--history", str(history), *arguments],
                 cwd=PROJECT_ROOT,
                 env=self.environment,
                 stdout=output,
