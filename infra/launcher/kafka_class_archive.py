@@ -34,7 +34,7 @@ from services.kafka_access import ADMIN
 from services.settings import Settings
 
 READY_TIMEOUT = 90.0
-"""How long the archiving node may take to answer and take its record."""
+"""How long the archiving node may take to answer a metadata request (kafka_broker.wait_until_ready)."""
 
 
 def path(java: str, libs: Path) -> Path:
