@@ -22,7 +22,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict, Field
 
-from effectively_once.connection_pools import RECONNECT_TIMEOUT
+from effectively_once.connection_pools import serving_async_pool
 from services import http_front_door, sandbox_admin
 from services.saga_fields import (
     MAX_KEY_LENGTH,
@@ -84,15 +84,8 @@ class MailFaults(BaseModel):
 
 
 def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
-    pool = AsyncConnectionPool(
-        database_url,
-        reconnect_timeout=RECONNECT_TIMEOUT,
-        min_size=1,
-        max_size=5,
-        open=False,
-        kwargs={"connect_timeout": 5, "autocommit": True},
-        check=AsyncConnectionPool.check_connection,  # a connection a failover dropped is replaced, not used
-    )
+    # The connections a failover dropped are replaced, not used.
+    pool = serving_async_pool(database_url, min_size=1, max_size=5, kwargs={"connect_timeout": 5, "autocommit": True})
     faults = {"current": MailFaults()}
 
     @asynccontextmanager

@@ -12,10 +12,9 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, Header, HTTPException, Path, Query, Response
 from prometheus_client import Counter, make_asgi_app
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from effectively_once.connection_pools import RECONNECT_TIMEOUT
+from effectively_once.connection_pools import serving_pool
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services import http_front_door
@@ -112,17 +111,9 @@ def request_hash(order: OrderIn) -> str:
 
 def create_app(database_url: str) -> FastAPI:
     """The API on a pool of connections to the orders database (opened at start-up)."""
-    # Each connection is checked as it is taken: one the server dropped (a failover, a restart) is
-    # replaced before a request uses it, instead of failing that request with a 503.
-    pool = ConnectionPool(
-        database_url,
-        reconnect_timeout=RECONNECT_TIMEOUT,
-        min_size=1,
-        max_size=8,
-        open=False,
-        kwargs={"connect_timeout": 5},
-        check=ConnectionPool.check_connection,
-    )
+    # Each connection is checked as it is taken: the connections the server dropped (a failover, a
+    # restart) are replaced before a request uses one, instead of failing that request with a 503.
+    pool = serving_pool(database_url, min_size=1, max_size=8, kwargs={"connect_timeout": 5})
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -29,7 +29,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, ConfigDict
 
-from effectively_once.connection_pools import RECONNECT_TIMEOUT
+from effectively_once.connection_pools import serving_async_pool
 from services import http_front_door, sandbox_admin
 from services.payment_provider.faults import FaultState, ProviderFaults
 from services.saga_contract import PAYMENT_METHOD_DECLINED, PROVIDER_KEY_LIFETIME
@@ -102,15 +102,8 @@ class ChargeIn(BaseModel):
 
 
 def create_app(database_url: str, admin_password: str = sandbox_admin.DEVELOPMENT_DEFAULT) -> FastAPI:
-    pool = AsyncConnectionPool(
-        database_url,
-        reconnect_timeout=RECONNECT_TIMEOUT,
-        min_size=1,
-        max_size=10,
-        open=False,
-        kwargs={"connect_timeout": 5, "autocommit": True},
-        check=AsyncConnectionPool.check_connection,  # a connection a failover dropped is replaced, not used
-    )
+    # The connections a failover dropped are replaced, not used.
+    pool = serving_async_pool(database_url, min_size=1, max_size=10, kwargs={"connect_timeout": 5, "autocommit": True})
     state = FaultState(ProviderFaults())
 
     @asynccontextmanager

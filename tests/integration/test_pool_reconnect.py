@@ -1,18 +1,23 @@
 """A pool of connections built here answers again soon after its database comes back, however long
-it was away (effectively_once.connection_pools): its wait is bounded by RECONNECT_TIMEOUT, not by
-psycopg_pool's doubling backoff, which after a 20 s outage kept a pool waiting 8 to 16 s more and
-after a 40 s one 24 s, so that the orders API answered 503 once a failover was over."""
+it was away, and at once after the server dropped every connection it held
+(effectively_once.connection_pools). Without either, the orders API answered 503 once a failover
+was over: psycopg_pool's doubling backoff kept a pool waiting 8 to 16 s more after a 20 s outage,
+and its checks of eight dropped connections, one by one, outlasted a request's 30 s."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
+import uuid
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import PoolTimeout
 
+from effectively_once import connection_pools
 from effectively_once.connection_pools import RECONNECT_TIMEOUT
 from tests.support.tcp_gate import TcpGate
 
@@ -36,15 +41,8 @@ def _through(url: str, gate: TcpGate) -> str:
 
 
 def test_a_pool_answers_within_its_reconnect_bound_once_its_database_is_back(runtime_db: str, gate: TcpGate) -> None:
-    pool = ConnectionPool(
-        _through(runtime_db, gate),
-        reconnect_timeout=RECONNECT_TIMEOUT,
-        min_size=1,
-        max_size=2,
-        open=False,
-        kwargs={"connect_timeout": 5},
-        check=ConnectionPool.check_connection,
-    )
+    url = _through(runtime_db, gate)
+    pool = connection_pools.serving_pool(url, min_size=1, max_size=2, kwargs={"connect_timeout": 5})
     pool.open(wait=True, timeout=30)
     try:
         gate.shut()
@@ -65,3 +63,67 @@ def test_a_pool_answers_within_its_reconnect_bound_once_its_database_is_back(run
     finally:
         pool.close()
     assert waited < RECONNECT_TIMEOUT + 1, f"the pool answered {waited:.1f} s after its database came back"
+
+
+POOL_SIZE = 8
+"""The orders API's most connections: a pool grown to it under load before the server dropped them."""
+
+
+def _drop_every_connection(runtime_db: str, application_name: str) -> None:
+    """What a failover or a restart does to each of a pool's connections."""
+    with psycopg.connect(runtime_db, autocommit=True) as admin:
+        dropped = admin.execute(
+            """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+               FROM pg_stat_activity WHERE application_name = %s""",
+            (application_name,),
+        ).fetchone()
+    assert dropped == (POOL_SIZE,)
+
+
+# psycopg_pool checks the dropped connections one by one, waiting 1, 2, 4, 8 s... between them: 8 of
+# them outlast a request's 30 s. Draining the pool at the first failed check spares the wait.
+DROPPED_ANSWER_SECONDS = 1.0
+
+
+def test_a_pool_whose_every_connection_the_server_dropped_answers_its_next_request_at_once(runtime_db: str) -> None:
+    name = f"dropped-{uuid.uuid4().hex[:8]}"
+    pool = connection_pools.serving_pool(runtime_db, min_size=1, max_size=POOL_SIZE, kwargs={"application_name": name})
+    pool.open(wait=True, timeout=30)
+    try:
+        with contextlib.ExitStack() as held:  # as many requests at once as the pool serves: it grows to its most
+            for _ in range(POOL_SIZE):
+                held.enter_context(pool.connection(timeout=30)).execute("SELECT 1")
+        assert pool.get_stats()["pool_size"] == POOL_SIZE
+        _drop_every_connection(runtime_db, name)
+        asked = time.monotonic()
+        with pool.connection(timeout=30) as connection:
+            assert connection.execute("SELECT 1").fetchone() == (1,)
+        waited = time.monotonic() - asked
+    finally:
+        pool.close()
+    assert waited < DROPPED_ANSWER_SECONDS, f"the pool answered {waited:.1f} s after its connections were dropped"
+
+
+def test_an_asyncio_pool_whose_every_connection_the_server_dropped_answers_at_once(runtime_db: str) -> None:
+    name = f"dropped-{uuid.uuid4().hex[:8]}"
+
+    async def scenario() -> float:
+        pool = connection_pools.serving_async_pool(
+            runtime_db, min_size=1, max_size=POOL_SIZE, kwargs={"application_name": name, "autocommit": True}
+        )
+        await pool.open(wait=True, timeout=30)
+        try:
+            async with contextlib.AsyncExitStack() as held:
+                for _ in range(POOL_SIZE):
+                    await (await held.enter_async_context(pool.connection(timeout=30))).execute("SELECT 1")
+            assert pool.get_stats()["pool_size"] == POOL_SIZE
+            await asyncio.to_thread(_drop_every_connection, runtime_db, name)
+            asked = time.monotonic()
+            async with pool.connection(timeout=30) as connection:
+                assert await (await connection.execute("SELECT 1")).fetchone() == (1,)
+            return time.monotonic() - asked
+        finally:
+            await pool.close()
+
+    waited = asyncio.run(scenario())
+    assert waited < DROPPED_ANSWER_SECONDS, f"the pool answered {waited:.1f} s after its connections were dropped"
