@@ -15,8 +15,10 @@ import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:  # only the two callers' types: a process that makes no call does not load httpx
+    import httpx
 
 TRANSIENT_STATUSES = frozenset({408, 409, 425, 429})
 
