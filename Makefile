@@ -16,6 +16,11 @@ PY := $(VENV)/bin/python
 
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 export UV_PYTHON_DOWNLOADS := never
+# Bytecode compiled once, beside the venv and the sources: where PYTHONDONTWRITEBYTECODE is set (as
+# on CI) nothing is cached at import, and every process started compiled its modules again (about
+# 0.4 s of CPU of a service's start: README, "make test").
+export UV_COMPILE_BYTECODE := 1
+PACKAGES := effectively_once services outbox_relay chaos_panel auditor infra labs soak dashboards workbench benchmarks
 export EO_CACHE_DIR := $(CACHE_DIR)
 
 # Compose when a Docker engine answers; the native launcher otherwise (this is decided per call).
@@ -60,6 +65,7 @@ $(UV):
 
 venv: $(UV) ## Create or update the virtual environment from uv.lock
 	@$(UV) sync --frozen --quiet
+	@$(PY) -m compileall -q -j0 $(PACKAGES) tests >/dev/null
 
 up: venv ## Run the whole demo (compose with a Docker engine, else native); REPLICAS=3 scales consumers and relay, INVENTORY_IMPL=java|node swaps inventory, RELAY=debezium relays with Debezium, POSTGRES=ha runs a primary and a standby
 ifeq ($(DOCKER_ENGINE),yes)
