@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .kafka_requests import statistics_config
+
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -107,10 +109,11 @@ def client_config(
     bootstrap_servers: str, settings: Mapping[str, Any] | None = None, principal: KafkaPrincipal | None = None
 ) -> dict[str, Any]:
     """A client's configuration: the servers, the principal (`principal`, else the environment's),
-    then `settings`."""
+    the request counting the environment asks for (kafka_requests), then `settings`."""
     principal = principal or principal_from_environment()
     return {
         "bootstrap.servers": bootstrap_servers,
         **(principal.librdkafka() if principal else {}),
+        **statistics_config(),
         **(settings or {}),
     }

@@ -139,6 +139,10 @@ class Settings(BaseSettings):
     """The PostgreSQL server's bin directory the launcher runs; unset: the newest one installed."""
     BENCH_SUSTAIN_WINDOW: float = Field(default=60, gt=0)
     """`make bench`: how long each probe of the saga's sustainable rate lasts, in seconds."""
+    KAFKA_STATISTICS_INTERVAL_MS: int = Field(default=0, ge=0)
+    """When above 0, every Python process's Kafka clients count their requests by kind this often
+    (eo_kafka_requests_total, effectively_once/kafka_requests.py): what `make bench` counts per order.
+    Off by default: librdkafka's statistics cost a little CPU in every client."""
     CONTROL_PORT_BASE: int = 9100
     """Each background process (relay, consumers, executors) serves /metrics and /faults on
     CONTROL_PORT_BASE + its number (infra/launcher/processes.py)."""

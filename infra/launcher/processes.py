@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from effectively_once.kafka_requests import ENVIRONMENT_VARIABLE
 from infra.launcher import inventory_implementations, kafka_broker, kafka_connect, postgres_cluster, prometheus_server
 from infra.launcher.supervisor import Program
 from outbox_relay.wiring import relay_environment
@@ -166,6 +167,11 @@ def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str,
         **({"ALLOWED_HOSTS": settings.ALLOWED_HOSTS} if settings.ALLOWED_HOSTS else {}),
         "PYTHONPATH": str(PROJECT_ROOT),
         "PYTHONUNBUFFERED": "1",
+        **(
+            {ENVIRONMENT_VARIABLE: str(settings.KAFKA_STATISTICS_INTERVAL_MS)}
+            if settings.KAFKA_STATISTICS_INTERVAL_MS
+            else {}
+        ),
     }
 
 

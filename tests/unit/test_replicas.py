@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from pydantic import ValidationError
 
@@ -46,3 +48,11 @@ def test_share_groups_run_in_every_replica_of_the_projection_and_the_dispatch_an
     programs = {p.name: p for p in processes.platform_programs(shared)}
     assert {name for name, p in programs.items() if p.environment.get("CONSUMER_SHARE_GROUP") == "on"} == set(names)
     assert processes.share_group_instances(_settings(2)) == []
+
+
+def test_the_processes_count_their_kafka_requests_only_when_asked() -> None:
+    quiet = processes.platform_programs(_settings(1))
+    assert not any("KAFKA_STATISTICS_INTERVAL_MS" in program.environment for program in quiet)
+    counting = processes.platform_programs(_settings(1).model_copy(update={"KAFKA_STATISTICS_INTERVAL_MS": 1000}))
+    python = [program for program in counting if program.command[0] == sys.executable]
+    assert python and all(program.environment["KAFKA_STATISTICS_INTERVAL_MS"] == "1000" for program in python)

@@ -1,0 +1,63 @@
+"""The requests this process's Kafka clients send, by kind, as a Prometheus counter: what a
+benchmark divides by the orders it placed (`make bench`, benchmarks/order_counts.py).
+
+Off unless `KAFKA_STATISTICS_INTERVAL_MS` is set: librdkafka then writes its statistics (a JSON
+document per client) that often, and `record` adds what each broker's request counters grew by
+since the client's previous document to `eo_kafka_requests_total{kind}` (Produce, Fetch,
+OffsetCommit, Heartbeat, Metadata...). A client's counters start again at zero when it is made
+anew; they are never read back, so a counter that went down is taken as a new start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from prometheus_client import Counter
+
+ENVIRONMENT_VARIABLE = "KAFKA_STATISTICS_INTERVAL_MS"
+
+REQUESTS = Counter(
+    "eo_kafka_requests",
+    "Requests this process's Kafka clients sent, by kind (librdkafka's statistics, when "
+    "KAFKA_STATISTICS_INTERVAL_MS is set)",
+    ["kind"],
+)
+
+log = logging.getLogger(__name__)
+_seen: dict[tuple[str, str, str], int] = {}
+_lock = threading.Lock()
+
+
+def record(statistics: str) -> None:
+    """librdkafka's `stats_cb`: add each broker's request counts since the client's last document."""
+    try:
+        document = json.loads(statistics)
+        client = str(document.get("name", ""))
+        brokers = document.get("brokers") or {}
+    except (ValueError, AttributeError) as error:
+        log.warning("unreadable Kafka statistics: %s", error)
+        return
+    with _lock:
+        for broker, state in brokers.items():
+            for kind, count in (state.get("req") or {}).items():
+                key = (client, broker, kind)
+                previous = _seen.get(key, 0)
+                grown = count - previous if count >= previous else count
+                if grown:
+                    REQUESTS.labels(kind).inc(grown)
+                _seen[key] = count
+
+
+def statistics_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A client's statistics settings: none unless the environment asks for an interval."""
+    interval = (os.environ if environ is None else environ).get(ENVIRONMENT_VARIABLE, "").strip()
+    if not interval or interval == "0":
+        return {}
+    if not interval.isdigit():
+        raise ValueError(f"{ENVIRONMENT_VARIABLE} must be a whole number of milliseconds, not {interval!r}")
+    return {"statistics.interval.ms": int(interval), "stats_cb": record}

@@ -1,0 +1,46 @@
+"""A process's Kafka requests by kind, from librdkafka's statistics (effectively_once/kafka_requests.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client import REGISTRY
+
+from effectively_once import kafka_requests
+
+
+def _statistics(client: str, **requests: int) -> str:
+    return json.dumps({"name": client, "brokers": {"127.0.0.1:9092/1": {"req": requests}}})
+
+
+def _counted(kind: str) -> float:
+    return REGISTRY.get_sample_value("eo_kafka_requests_total", {"kind": kind}) or 0.0
+
+
+def test_each_document_adds_what_grew_since_the_clients_last() -> None:
+    fetches = _counted("Fetch")
+    kafka_requests.record(_statistics("consumer-a#1", Fetch=5, Produce=0))
+    kafka_requests.record(_statistics("consumer-a#1", Fetch=12, Produce=0))
+    kafka_requests.record(_statistics("consumer-b#1", Fetch=3))  # another client counts on its own
+    assert _counted("Fetch") - fetches == 15
+
+
+def test_a_client_made_anew_counts_from_zero_again() -> None:
+    commits = _counted("OffsetCommit")
+    kafka_requests.record(_statistics("consumer-c#1", OffsetCommit=40))
+    kafka_requests.record(_statistics("consumer-c#1", OffsetCommit=2))  # the same name, counters restarted
+    assert _counted("OffsetCommit") - commits == 42
+
+
+def test_an_unreadable_document_is_skipped() -> None:
+    kafka_requests.record("{not json")
+
+
+def test_statistics_are_asked_for_only_with_an_interval() -> None:
+    assert kafka_requests.statistics_config({}) == {}
+    assert kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "0"}) == {}
+    config = kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "500"})
+    assert config == {"statistics.interval.ms": 500, "stats_cb": kafka_requests.record}
+    with pytest.raises(ValueError, match="whole number of milliseconds"):
+        kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "1s"})
