@@ -161,6 +161,7 @@ def _python_environment(settings: Settings, name: str, run_id: str) -> dict[str,
     return {
         "EO_ENV": settings.EO_ENV,
         "EO_PROCESS_NAME": name,
+        "PGAPPNAME": name,  # libpq names each database session after its process (pg_stat_activity, logs)
         **({"EO_RUN_ID": run_id} if run_id else {}),
         "KAFKA_BOOTSTRAP_SERVERS": settings.kafka_bootstrap_servers,
         **settings.kafka_principal(principal_of(name)).environment(),

@@ -50,6 +50,12 @@ def test_share_groups_run_in_every_replica_of_the_projection_and_the_dispatch_an
     assert processes.share_group_instances(_settings(2)) == []
 
 
+def test_every_python_process_names_its_database_sessions_after_itself() -> None:
+    for program in processes.platform_programs(_settings(2)):
+        if program.command[0] == sys.executable:
+            assert program.environment["PGAPPNAME"] == program.name, program.name
+
+
 def test_the_processes_count_their_kafka_requests_only_when_asked() -> None:
     quiet = processes.platform_programs(_settings(1))
     assert not any("KAFKA_STATISTICS_INTERVAL_MS" in program.environment for program in quiet)
