@@ -13,6 +13,7 @@ from benchmarks import (
     implementations,
     marker_purge,
     member_restart,
+    order_counts,
     order_latency,
     outbox_growth,
     panel_pages,
@@ -64,6 +65,8 @@ def main() -> int:
     rows += one_server_commits
     print("  · the panel's pages with 10,000 orders in the system", flush=True)
     rows += panel_pages.measure()
+    print("  · what an order costs each process: CPU, transactions, statements, Kafka requests", flush=True)
+    rows += order_counts.rows(order_counts.measure(Settings(), say=lambda message: print(f"    {message}", flush=True)))
     window = Settings().BENCH_SUSTAIN_WINDOW
     print(f"  · the saga's sustainable rate: probes of {window:g} s, three configurations", flush=True)
     sustained = sustainable_rate.measure_all(window)

@@ -148,7 +148,7 @@ def slope(samples: list[Sample]) -> float:
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread if spread else 0.0
 
 
-def _load(api: str, rate: float, seconds: float, stop: threading.Event) -> LoadResult:
+def concurrent_load(api: str, rate: float, seconds: float, stop: threading.Event) -> LoadResult:
     """`rate` orders/s for `seconds`, from CLIENTS threads side by side."""
     result = LoadResult()
     per_client = rate / CLIENTS
@@ -173,7 +173,7 @@ def probe(system: System, rate: float, window: float) -> Probe:
     cpu_before = system.cpu_seconds()
     started = time.monotonic()
     placed: list[LoadResult] = []
-    loader = threading.Thread(target=lambda: placed.append(_load(system.api, rate, window, stop)))
+    loader = threading.Thread(target=lambda: placed.append(concurrent_load(system.api, rate, window, stop)))
     loader.start()
     while loader.is_alive():
         samples.append(system.sample())
@@ -223,7 +223,7 @@ def search(system: System, window: float, start: float = 10, most: float = 640) 
 
 def latency(system: System, rate: float, seconds: float = 30) -> tuple[float, float, int]:
     """p50 and p99 POST → CONFIRMED (ms) of the orders placed at `rate` for `seconds`."""
-    placed = _load(system.api, rate, seconds, threading.Event())
+    placed = concurrent_load(system.api, rate, seconds, threading.Event())
     system.drain()
     values = confirmation_latencies(system.settings, placed.order_ids)
     if len(values) < 10:
@@ -252,7 +252,7 @@ def measure(label: str, settings: Settings, window: float, say: Callable[[str], 
     act_as_operator(settings)
     system = System(settings)
     say(f"{label}: warming up")
-    _load(system.api, 5, 4, threading.Event())
+    concurrent_load(system.api, 5, 4, threading.Event())
     system.drain()
     sustainable, probes = search(system, window)
     say(f"{label}: sustainable {sustainable:g} orders/s; latency at 80 % of it")

@@ -1,0 +1,52 @@
+"""The statement log's reading (benchmarks/order_counts.py): statements and transactions per
+process, from the lines PostgreSQL writes with the window's prefix."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from benchmarks.order_counts import Statements, count_statements
+
+
+def test_a_transaction_counts_once_and_each_of_its_statements_once() -> None:
+    lines = [
+        "eo|101|inventory| LOG:  statement: BEGIN",
+        "eo|101|inventory| LOG:  execute <unnamed>: INSERT INTO processed_message (consumer_name, message_id)",
+        "\tVALUES ($1, $2) ON CONFLICT DO NOTHING",  # the statement's second line
+        "eo|101|inventory| DETAIL:  parameters: $1 = 'inventory-reservation-v1', $2 = '7'",
+        "eo|101|inventory| LOG:  execute _pg3_0: UPDATE stock SET reserved = reserved + $1",
+        "eo|101|inventory| LOG:  statement: COMMIT",
+        "eo|202|outbox-relay| LOG:  execute <unnamed>: SELECT id FROM outbox WHERE published_at IS NULL",
+        "eo|202|outbox-relay| LOG:  statement: BEGIN",
+        "eo|202|outbox-relay| LOG:  statement: ROLLBACK",
+        "2026-12-07 05:00:00 UTC LOG:  checkpoint starting: time",  # before the window's prefix
+        "eo|303|| LOG:  statement: SELECT 1",
+    ]
+    assert count_statements(lines) == {
+        "inventory": Statements(statements=4, transactions=1),
+        "outbox-relay": Statements(statements=3, transactions=2),
+        "(unnamed)": Statements(statements=1, transactions=1),
+    }
+
+
+def test_two_backends_of_one_process_keep_their_own_transactions() -> None:
+    lines = [
+        "eo|1|payment| LOG:  statement: BEGIN",
+        "eo|2|payment| LOG:  execute <unnamed>: SELECT 1",  # the other backend: a transaction of its own
+        "eo|1|payment| LOG:  execute <unnamed>: SELECT 2",
+        "eo|1|payment| LOG:  statement: COMMIT",
+    ]
+    assert count_statements(lines) == {"payment": Statements(statements=4, transactions=2)}
+
+
+@given(st.lists(st.lists(st.sampled_from(["SELECT 1", "UPDATE t SET n = n + 1"]), max_size=4), max_size=20))
+def test_explicit_transactions_count_one_each_whatever_they_hold(transactions: list[list[str]]) -> None:
+    lines = []
+    for body in transactions:
+        lines.append("eo|9|orders-saga| LOG:  statement: BEGIN")
+        lines += [f"eo|9|orders-saga| LOG:  execute <unnamed>: {sql}" for sql in body]
+        lines.append("eo|9|orders-saga| LOG:  statement: COMMIT")
+    counted = count_statements(lines).get("orders-saga", Statements())
+    assert counted.transactions == len(transactions)
+    assert counted.statements == sum(len(body) + 2 for body in transactions)
