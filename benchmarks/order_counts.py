@@ -79,6 +79,23 @@ def count_statements(lines: Iterable[str]) -> dict[str, Statements]:
     return dict(counted)
 
 
+def _read_from(log: Path, start: int, inode: int) -> list[str]:
+    """The lines written to `log` from byte `start` of the file that was `inode` on, across one
+    rotation by the supervisor (which moves a full log to `<log>.1` and starts a new one)."""
+    parts = [log]
+    if log.stat().st_ino != inode:
+        rotated = log.with_name(f"{log.name}.1")
+        if not rotated.exists() or rotated.stat().st_ino != inode:
+            raise RuntimeError(f"{log} was rotated more than once while statements were logged: count fewer orders")
+        parts = [rotated, log]
+    text = b""
+    for n, part in enumerate(parts):
+        with part.open("rb") as file:
+            file.seek(start if n == 0 else 0)
+            text += file.read()
+    return text.decode(errors="replace").splitlines()
+
+
 @contextmanager
 def statement_log(admin_url: str, log: Path) -> Iterator[Callable[[], list[str]]]:
     """Every statement logged while inside; yields a function that reads what was logged since
@@ -86,21 +103,20 @@ def statement_log(admin_url: str, log: Path) -> Iterator[Callable[[], list[str]]
     with psycopg.connect(admin_url, autocommit=True) as connection:
         connection.execute("ALTER SYSTEM SET log_statement = 'all'")
         connection.execute(f"ALTER SYSTEM SET log_line_prefix = '{LINE_PREFIX}'")
+        connection.execute("ALTER SYSTEM SET log_parameter_max_length = 0")  # no parameters: a third of the bytes
         connection.execute("SELECT pg_reload_conf()")
-        start = log.stat().st_size if log.exists() else 0
+        log.touch()
+        start, inode = log.stat().st_size, log.stat().st_ino
 
         def since() -> list[str]:
-            if log.stat().st_size < start:
-                raise RuntimeError(f"{log} was rotated while statements were logged: count fewer orders")
-            with log.open("rb") as file:
-                file.seek(start)
-                return file.read().decode(errors="replace").splitlines()
+            return _read_from(log, start, inode)
 
         try:
             yield since
         finally:
             connection.execute("ALTER SYSTEM RESET log_statement")
             connection.execute("ALTER SYSTEM RESET log_line_prefix")
+            connection.execute("ALTER SYSTEM RESET log_parameter_max_length")
             connection.execute("SELECT pg_reload_conf()")
 
 
@@ -109,7 +125,7 @@ def kafka_requests(urls: dict[str, str]) -> Requests:
     found: Requests = {}
     for name, url in urls.items():
         try:
-            text = httpx.get(f"{url}/metrics", timeout=10).text
+            text = httpx.get(f"{url}/metrics", timeout=10, follow_redirects=True).text  # a mounted app: /metrics/
         except httpx.HTTPError:
             continue
         kinds: Counter[str] = Counter()

@@ -3,10 +3,13 @@ process, from the lines PostgreSQL writes with the window's prefix."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.order_counts import Statements, count_statements
+from benchmarks.order_counts import Statements, _read_from, count_statements
 
 
 def test_a_transaction_counts_once_and_each_of_its_statements_once() -> None:
@@ -50,3 +53,34 @@ def test_explicit_transactions_count_one_each_whatever_they_hold(transactions: l
     counted = count_statements(lines).get("orders-saga", Statements())
     assert counted.transactions == len(transactions)
     assert counted.statements == sum(len(body) + 2 for body in transactions)
+
+
+def test_the_log_is_read_across_one_rotation(tmp_path: Path) -> None:
+    log = tmp_path / "postgres.log"
+    log.write_text("before\nfirst\n")
+    start, inode = len("before\n"), log.stat().st_ino
+    log.rename(tmp_path / "postgres.log.1")  # the supervisor moves a full log aside...
+    with (tmp_path / "postgres.log.1").open("a") as rotated:
+        rotated.write("second\n")
+    log.write_text("third, a line longer than where the window began\n")  # ...and starts a new one
+    assert _read_from(log, start, inode) == ["first", "second", "third, a line longer than where the window began"]
+
+
+def test_a_log_not_rotated_is_read_from_where_the_window_began(tmp_path: Path) -> None:
+    log = tmp_path / "postgres.log"
+    log.write_text("before\nfirst\n")
+    start, inode = len("before\n"), log.stat().st_ino
+    with log.open("a") as file:
+        file.write("second\n")
+    assert _read_from(log, start, inode) == ["first", "second"]
+
+
+def test_a_log_rotated_twice_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "postgres.log"
+    log.write_text("before\n")
+    start, inode = log.stat().st_size, log.stat().st_ino
+    log.rename(tmp_path / "postgres.log.2")
+    (tmp_path / "postgres.log.1").write_text("x\n")
+    log.write_text("y\n")
+    with pytest.raises(RuntimeError, match="rotated more than once"):
+        _read_from(log, start, inode)
