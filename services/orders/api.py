@@ -154,7 +154,7 @@ def create_app(database_url: str) -> FastAPI:
                 """INSERT INTO customer_order (order_id, idempotency_key, request_hash, customer_email,
                                                payment_method, amount_cents, status)
                    VALUES (%s, %s, %s, %s, %s, %s, 'PLACED')
-                   ON CONFLICT (idempotency_key) DO NOTHING RETURNING order_id""",
+                   ON CONFLICT (idempotency_key) DO NOTHING RETURNING created_at""",
                 (order_id, idempotency_key, fingerprint, order.customer_email, order.payment_method, amount),
             ).fetchone()
             if inserted is None:
@@ -190,7 +190,22 @@ def create_app(database_url: str) -> FastAPI:
             )
             add_to_outbox(connection, placed, contract.TOPIC_OF[contract.ORDER_PLACED])
             ORDERS_PLACED.labels("placed").inc()
-            return _read(connection, order_id)
+            # What was just written, as GET /orders/{id} reads it (lines by SKU; no history yet): not
+            # read back, which took three more statements per order.
+            return OrderOut(
+                order_id=order_id,
+                status="PLACED",
+                customer_email=order.customer_email,
+                payment_method=order.payment_method,
+                amount_cents=amount,
+                created_at=inserted[0].isoformat(),
+                lines=[
+                    OrderLineOut(
+                        sku=line.sku, quantity=line.quantity, unit_price_cents=contract.CATALOG[line.sku].price_cents
+                    )
+                    for line in sorted(order.lines, key=lambda line: line.sku)
+                ],
+            )
 
     @app.get("/orders/{order_id}", response_model=OrderOut, tags=["orders"], responses=NOT_FOUND)
     def get_order(

@@ -9,7 +9,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from services import saga_contract as contract
 from services.orders.api import create_app
 from tests.integration.conftest import service_schema
 
@@ -88,3 +91,16 @@ def test_an_unknown_order_is_404_and_the_api_describes_itself(client: TestClient
     assert client.get(f"/orders/{uuid.uuid4()}").status_code == 404
     schema = client.get("/openapi.json").json()
     assert {"/orders", "/orders/{order_id}"} <= set(schema["paths"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lines=st.lists(st.sampled_from(sorted(contract.CATALOG)), min_size=1, unique=True).flatmap(
+        lambda skus: st.permutations([{"sku": sku, "quantity": n + 1} for n, sku in enumerate(skus)])
+    )
+)
+def test_a_new_order_is_answered_as_a_read_of_it_answers(client: TestClient, lines: list[dict[str, object]]) -> None:
+    """The answer to POST is built from what was written, not read back: it must be what a GET reads."""
+    placed = client.post("/orders", json={**ORDER, "lines": lines})
+    assert placed.status_code == 201, placed.text
+    assert placed.json() == client.get(f"/orders/{placed.json()['order_id']}").json()
