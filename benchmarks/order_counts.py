@@ -80,16 +80,15 @@ def count_statements(lines: Iterable[str]) -> dict[str, Statements]:
 
 
 def _read_from(log: Path, start: int, inode: int) -> list[str]:
-    """The lines written to `log` from byte `start` of the file that was `inode` on, across one
-    rotation by the supervisor (which moves a full log to `<log>.1` and starts a new one)."""
+    """The lines written to `log` from byte `start` of the file that was `inode` on, across the
+    supervisor's rotations (it moves a full log to `<log>.1`, that one to `<log>.2`...)."""
     parts = [log]
-    if log.stat().st_ino != inode:
-        rotated = log.with_name(f"{log.name}.1")
-        if not rotated.exists() or rotated.stat().st_ino != inode:
-            raise RuntimeError(f"{log} was rotated more than once while statements were logged: count fewer orders")
-        parts = [rotated, log]
+    while parts[-1].exists() and parts[-1].stat().st_ino != inode:
+        parts.append(log.with_name(f"{log.name}.{len(parts)}"))
+    if not parts[-1].exists():
+        raise RuntimeError(f"{log} was rotated more often than its backups keep: count fewer orders")
     text = b""
-    for n, part in enumerate(parts):
+    for n, part in enumerate(reversed(parts)):
         with part.open("rb") as file:
             file.seek(start if n == 0 else 0)
             text += file.read()

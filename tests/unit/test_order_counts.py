@@ -75,12 +75,22 @@ def test_a_log_not_rotated_is_read_from_where_the_window_began(tmp_path: Path) -
     assert _read_from(log, start, inode) == ["first", "second"]
 
 
-def test_a_log_rotated_twice_is_refused(tmp_path: Path) -> None:
+def test_a_log_rotated_twice_is_read_from_its_second_backup(tmp_path: Path) -> None:
+    log = tmp_path / "postgres.log"
+    log.write_text("before\nfirst\n")
+    start, inode = len("before\n"), log.stat().st_ino
+    log.rename(tmp_path / "postgres.log.2")
+    (tmp_path / "postgres.log.1").write_text("second\n")
+    log.write_text("third\n")
+    assert _read_from(log, start, inode) == ["first", "second", "third"]
+
+
+def test_a_log_rotated_past_its_backups_is_refused(tmp_path: Path) -> None:
     log = tmp_path / "postgres.log"
     log.write_text("before\n")
     start, inode = log.stat().st_size, log.stat().st_ino
-    log.rename(tmp_path / "postgres.log.2")
+    log.rename(tmp_path / "dropped")  # gone from the chain, as the oldest backup the supervisor deletes
     (tmp_path / "postgres.log.1").write_text("x\n")
     log.write_text("y\n")
-    with pytest.raises(RuntimeError, match="rotated more than once"):
+    with pytest.raises(RuntimeError, match="rotated more often than its backups keep"):
         _read_from(log, start, inode)
