@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import Counter
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENVIRONMENT_VARIABLE = "KAFKA_STATISTICS_INTERVAL_MS"
 
@@ -53,11 +54,22 @@ def record(statistics: str) -> None:
                 _seen[key] = count
 
 
+class KafkaStatistics(BaseSettings):
+    """How often a process's Kafka clients report their statistics (part of every process's
+    settings, read where its clients are configured)."""
+
+    model_config = SettingsConfigDict(extra="ignore")
+    KAFKA_STATISTICS_INTERVAL_MS: int = Field(default=0, ge=0)
+
+
 def statistics_config(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A client's statistics settings: none unless the environment asks for an interval."""
-    interval = (os.environ if environ is None else environ).get(ENVIRONMENT_VARIABLE, "").strip()
-    if not interval or interval == "0":
+    """A client's statistics settings: none unless the environment (or `environ`, when given,
+    alone) asks for an interval."""
+    if environ is None:
+        interval = KafkaStatistics().KAFKA_STATISTICS_INTERVAL_MS
+    else:
+        given = environ.get(ENVIRONMENT_VARIABLE, "").strip() or "0"
+        interval = KafkaStatistics.model_validate({ENVIRONMENT_VARIABLE: given}).KAFKA_STATISTICS_INTERVAL_MS
+    if not interval:
         return {}
-    if not interval.isdigit():
-        raise ValueError(f"{ENVIRONMENT_VARIABLE} must be a whole number of milliseconds, not {interval!r}")
-    return {"statistics.interval.ms": int(interval), "stats_cb": record}
+    return {"statistics.interval.ms": interval, "stats_cb": record}

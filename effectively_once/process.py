@@ -24,6 +24,7 @@ from . import logs
 from .control_endpoint import serve_control
 from .faults import FaultPoints
 from .kafka_client import KafkaCredentials
+from .kafka_requests import KafkaStatistics
 from .request_checks import HostSettings
 from .telemetry import TELEMETRY_TOPIC, Telemetry, report_faults
 from .telemetry import connect as connect_telemetry
@@ -33,11 +34,11 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Settings = TypeVar("Settings", bound="ProcessSettings")
 
 
-class ProcessSettings(KafkaCredentials, HostSettings):
+class ProcessSettings(KafkaCredentials, KafkaStatistics, HostSettings):
     """What every process of the platform reads from its environment, with the default it runs
     with: the base of each process kind's settings (consumer, executor, relay, HTTP service,
-    panel), its Kafka principal (KafkaCredentials) and the Host names it answers (HostSettings)
-    included."""
+    panel), its Kafka principal (KafkaCredentials), how often its Kafka clients count their
+    requests (KafkaStatistics) and the Host names it answers (HostSettings) included."""
 
     model_config = SettingsConfigDict(extra="ignore", validate_default=True)
 

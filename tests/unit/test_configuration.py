@@ -30,10 +30,11 @@ PACKAGES = (
 )
 DIRECT_SETTINGS = {
     "effectively_once/kafka_client.py": {"KafkaCredentials"},
+    "effectively_once/kafka_requests.py": {"KafkaStatistics"},
     "effectively_once/request_checks.py": {"HostSettings"},
     "services/settings.py": {"Settings"},
 }
-"""The only classes built on pydantic-settings' BaseSettings itself: the two parts ProcessSettings
+"""The only classes built on pydantic-settings' BaseSettings itself: the three parts ProcessSettings
 is made of, and the platform's tools' Settings. Every other settings class derives from these."""
 READS_ALLOWED = {
     "services/settings.py": "the cache directory's default follows XDG_CACHE_HOME, inside the settings",

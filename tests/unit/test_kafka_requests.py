@@ -6,6 +6,7 @@ import json
 
 import pytest
 from prometheus_client import REGISTRY
+from pydantic import ValidationError
 
 from effectively_once import kafka_requests
 
@@ -42,5 +43,7 @@ def test_statistics_are_asked_for_only_with_an_interval() -> None:
     assert kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "0"}) == {}
     config = kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "500"})
     assert config == {"statistics.interval.ms": 500, "stats_cb": kafka_requests.record}
-    with pytest.raises(ValueError, match="whole number of milliseconds"):
+    with pytest.raises(ValidationError, match="KAFKA_STATISTICS_INTERVAL_MS"):
         kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "1s"})
+    with pytest.raises(ValidationError, match="KAFKA_STATISTICS_INTERVAL_MS"):
+        kafka_requests.statistics_config({"KAFKA_STATISTICS_INTERVAL_MS": "-5"})
