@@ -9,7 +9,7 @@ has its marker or its dead letter."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
@@ -19,7 +19,7 @@ from auditor.invariants import Query
 from auditor.kafka_side import read_events
 from effectively_once.kafka_client import client_config
 from services import saga_contract as contract
-from services.topology import CONSUMERS, TOPIC_PARTITIONS
+from services.topology import CONSUMERS, TOPIC_PARTITIONS, Consumer
 
 
 def unconsumed(bootstrap_servers: str, query: Query | None = None, share_groups: Collection[str] = ()) -> int:
@@ -77,3 +77,48 @@ def _unhandled(bootstrap_servers: str, query: Query, consumers: Collection[str])
             and (consumer.name, event.message_id) not in letters
         )
     return missing
+
+
+def lagging(
+    bootstrap_servers: str, share_groups: Collection[str] = (), consumers: Sequence[Consumer] = CONSUMERS
+) -> list[str]:
+    """Where the consumer groups wait: each partition a group has not consumed to its end, with its
+    committed offset and the end, and each such group's state and how many members it has (a
+    partition no member holds waits for ever). Empty when all have caught up; one line saying so
+    while the brokers do not answer."""
+    admin = AdminClient(client_config(bootstrap_servers, {"log_level": 0}))
+    groups = [consumer for consumer in consumers if consumer.name not in share_groups]
+    partitions = {
+        TopicPartition(topic, n) for consumer in groups for topic in consumer.topics for n in range(TOPIC_PARTITIONS)
+    }
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    lines: list[str] = []
+    try:
+        ends = {
+            (tp.topic, tp.partition): future.result().offset
+            for tp, future in admin.list_offsets(dict.fromkeys(partitions, latest)).items()
+        }
+        for consumer in groups:
+            wanted = [TopicPartition(topic, n) for topic in consumer.topics for n in range(TOPIC_PARTITIONS)]
+            request = [ConsumerGroupTopicPartitions(consumer.name, wanted)]
+            committed = admin.list_consumer_group_offsets(request)[consumer.name].result().topic_partitions
+            behind = [
+                f"{tp.topic}/{tp.partition} at {tp.offset if tp.offset >= 0 else 'nothing committed'} of "
+                f"{ends[(tp.topic, tp.partition)]}"
+                for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition))
+                if (tp.offset if tp.offset >= 0 else 0) < ends[(tp.topic, tp.partition)]
+            ]
+            if behind:
+                described = admin.describe_consumer_groups([consumer.name])[consumer.name].result()
+                held = sorted(
+                    f"{tp.topic}/{tp.partition}"
+                    for member in described.members
+                    for tp in (member.assignment.topic_partitions if member.assignment else [])
+                )
+                lines.append(
+                    f"{consumer.name} ({described.state.name.lower()}, {len(described.members)} member(s) "
+                    f"holding {', '.join(held) or 'no partition'}): {'; '.join(behind)}"
+                )
+    except KafkaException as error:
+        return [f"the brokers do not answer ({error.args[0] if error.args else error})"]
+    return lines

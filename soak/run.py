@@ -321,6 +321,9 @@ class Soak:
                     + (f", {behind} events not yet consumed" if behind > 0 else "")
                     + (self._connectors_not_running() if unpublished and self._runs_connect() else "")
                 )
+                if not unpublished:  # everything is on Kafka: say which groups it waits in
+                    for line in consumer_lag.lagging(self.settings.kafka_bootstrap_servers, share_groups):
+                        self.say(f"soak:   waiting in {line}")
             time.sleep(1)
         return in_flight
 
