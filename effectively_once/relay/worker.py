@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 Connection = psycopg.Connection[Any]
 RELAY_POINTS = ("relay.before_publish", "relay.after_publish_before_mark")
+BACKLOG_INTERVAL_SECONDS = 1.0
+"""How often the backlog gauges (rows waiting, the oldest one's age) are read again."""
 
 
 class DatabaseRelay:
@@ -58,6 +60,7 @@ class DatabaseRelay:
             series.labels(name)  # at zero from the start: no dashboard panel starts empty
         self._stopping = threading.Event()
         self._last_purge = 0.0
+        self._last_backlog = 0.0
         self.published = 0
         self.idle = threading.Event()
         """Set while the relay waits for a notification (or the poll interval)."""
@@ -89,14 +92,18 @@ class DatabaseRelay:
                 self._stopping.wait(pause)
 
     def _serve(self, work: Connection, listen: Connection) -> None:
+        full = min(self._settings.RELAY_BATCH_SIZE, self._settings.RELAY_KEYS_PER_BATCH)
         while not self._stopping.is_set():
             if self._read_marks is not None:
                 self.mark_read(work)
             else:
-                while self.relay_once(work) and not self._stopping.is_set():
+                # A batch smaller than its limits took every row then claimable: rows committed
+                # since have notified, and the wait below returns at once for them. Claiming again
+                # would be a transaction finding nothing.
+                while self.relay_once(work) >= full and not self._stopping.is_set():
                     pass
             self._maybe_purge(work)
-            self._observe_backlog(work)
+            self._maybe_observe_backlog(work)
             # Sleep until a commit notifies us, or the poll interval passes (rows in backoff
             # become due without a notification).
             self.idle.set()
@@ -104,13 +111,17 @@ class DatabaseRelay:
             self.idle.clear()
 
     def _wait_for_notification(self, listen: Connection) -> None:
-        """Return on a notification, at the poll interval, or (within half a second) on stop()."""
+        """Return on a notification, at the poll interval, or (within half a second) on stop().
+        The notifications already received go with the first: one claim serves every commit
+        before it, where taking them one at a time cost a wake-up (and a claim) each."""
         deadline = time.monotonic() + self._settings.RELAY_POLL_INTERVAL_SECONDS
         while not self._stopping.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            for _ in listen.notifies(timeout=min(remaining, 0.5), stop_after=1):
+            # Each generator is run to its end before the next: one holds the connection's lock.
+            if list(listen.notifies(timeout=min(remaining, 0.5), stop_after=1)):
+                list(listen.notifies(timeout=0))
                 return
 
     def relay_once(self, work: Connection) -> int:
@@ -180,6 +191,13 @@ class DatabaseRelay:
         if total:
             metrics.PURGED.labels(self.name).inc(total)
         return total
+
+    def _maybe_observe_backlog(self, work: Connection) -> None:
+        """The backlog gauges at most once per BACKLOG_INTERVAL_SECONDS: read after every wake-up,
+        they cost a transaction each time a commit notified."""
+        if time.monotonic() - self._last_backlog >= BACKLOG_INTERVAL_SECONDS:
+            self._last_backlog = time.monotonic()
+            self._observe_backlog(work)
 
     def _observe_backlog(self, work: Connection) -> None:
         with work.transaction():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -22,7 +24,8 @@ from effectively_once.consumer import wiring
 from effectively_once.envelope import decode
 from effectively_once.faults import CRASH_EXIT_CODE
 from effectively_once.outbox import add_to_outbox
-from effectively_once.relay.worker import DatabaseRelay
+from effectively_once.relay import claim
+from effectively_once.relay.worker import BACKLOG_INTERVAL_SECONDS, DatabaseRelay
 from infra.launcher.kafka_broker import ensure_topics
 from infra.launcher.supervisor import Supervisor
 from services.settings import PROJECT_ROOT, Settings
@@ -348,3 +351,67 @@ def test_the_relay_survives_its_database_connections_being_cut_and_goes_on_publi
         thread.join(30)
     assert thread.is_alive() is False
     assert relay.published == 6
+
+
+COMMITS = 100
+COMMITS_PER_SECOND = 100
+
+
+def _steady_commits(url: str, topic: str) -> None:
+    """COMMITS one-row transactions at COMMITS_PER_SECOND, as a service under steady load commits:
+    each notification reaches the relay on its own (a burst's arrive together)."""
+    with psycopg.connect(url) as connection:
+        started = time.monotonic()
+        for n in range(COMMITS):
+            with connection.transaction():
+                add_to_outbox(connection, entry(f"order-{n}"), topic)
+            time.sleep(max(0.0, started + (n + 1) / COMMITS_PER_SECOND - time.monotonic()))  # the load's pace
+
+
+def test_a_relay_claims_once_a_wake_up_unless_its_batch_was_full_and_reads_its_gauges_once_a_second(
+    settings: Settings, outbox_url: str, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each commit notifies. A wake-up used to cost three transactions: the claim, a claim again
+    that found nothing, and the backlog gauges. A claim under the batch's limit took every row then
+    claimable, so the relay waits (the notifications of later commits wake it at once)."""
+    events: list[str | int] = []
+    gauges: list[float] = []
+    real_claim, real_backlog = claim.claim, claim.backlog
+
+    def counted_claim(*arguments: Any, **named: Any) -> list[claim.OutboxRow]:
+        rows = real_claim(*arguments, **named)
+        events.append(len(rows))
+        return rows
+
+    def counted_backlog(*arguments: Any, **named: Any) -> tuple[int, float]:
+        gauges.append(time.monotonic())
+        return real_backlog(*arguments, **named)
+
+    monkeypatch.setattr(claim, "claim", counted_claim)
+    monkeypatch.setattr(claim, "backlog", counted_backlog)
+    relay = make_relay(outbox_url, settings.kafka_bootstrap_servers, RELAY_POLL_INTERVAL_SECONDS=30, RELAY_BATCH_SIZE=8)
+    waiting = relay._wait_for_notification
+
+    def counted_wait(listen: Any) -> None:
+        events.append("wait")
+        waiting(listen)
+
+    monkeypatch.setattr(relay, "_wait_for_notification", counted_wait)
+    thread = start(relay)
+    try:
+        wait_for(relay.idle.is_set, 10, "the relay to go idle")
+        started = time.monotonic()
+        _steady_commits(outbox_url, topic)
+        wait_for(lambda: relay.published == COMMITS, 30, "the relay to publish every row")
+        seconds = time.monotonic() - started
+    finally:
+        relay.stop()
+        thread.join(40)
+    again = [
+        (before, after)
+        for before, after in itertools.pairwise(events)
+        if isinstance(before, int) and before < 8 and isinstance(after, int)
+    ]
+    assert not again, f"claimed again after a batch under its limit, before waiting: {again[:5]} in {events[:40]}"
+    read = [at for at in gauges if at >= started]
+    assert len(read) <= seconds / BACKLOG_INTERVAL_SECONDS + 2, f"the gauges read {len(read)} times in {seconds:.1f} s"
