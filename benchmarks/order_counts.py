@@ -137,9 +137,7 @@ def kafka_requests(urls: dict[str, str]) -> Requests:
     return found
 
 
-def _reported_since(
-    urls: dict[str, str], then: dict[str, Counter[str]], timeout: float = 15
-) -> dict[str, Counter[str]]:
+def _reported_since(urls: dict[str, str], then: Requests, timeout: float = 15) -> Requests:
     """The counts once every process that counts has reported again after `then` (its statistics
     come every STATISTICS_INTERVAL_MS, each with every request sent before it; an idle client's
     fetches still grow them)."""

@@ -29,28 +29,37 @@ def unconsumed(bootstrap_servers: str, query: Query | None = None, share_groups:
     if share_groups and query is None:
         raise ValueError("share groups are read through their markers: a query is needed")
     admin = AdminClient(client_config(bootstrap_servers, {"log_level": 0}))
-    partitions = {
-        TopicPartition(topic, n) for consumer in CONSUMERS for topic in consumer.topics for n in range(TOPIC_PARTITIONS)
-    }
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     try:
-        ends = {
-            (tp.topic, tp.partition): future.result().offset
-            for tp, future in admin.list_offsets(dict.fromkeys(partitions, latest)).items()
-        }
+        ends, committed = _positions(admin, [c for c in CONSUMERS if c.name not in share_groups])
         behind = _unhandled(bootstrap_servers, query, share_groups) if query is not None and share_groups else 0
-        for consumer in CONSUMERS:
-            if consumer.name in share_groups:
-                continue
-            wanted = [TopicPartition(topic, n) for topic in consumer.topics for n in range(TOPIC_PARTITIONS)]
-            request = [ConsumerGroupTopicPartitions(consumer.name, wanted)]
-            committed = admin.list_consumer_group_offsets(request)[consumer.name].result().topic_partitions
-            for tp in committed:
+        for positions in committed.values():
+            for tp in positions:
                 end = ends[(tp.topic, tp.partition)]
                 behind += end - tp.offset if tp.offset >= 0 else end
     except KafkaException:
         return -1  # the brokers are not answering yet: not quiet
     return behind
+
+
+def _positions(
+    admin: AdminClient, groups: Sequence[Consumer]
+) -> tuple[dict[tuple[str, int], int], dict[str, list[TopicPartition]]]:
+    """Each of the groups' partitions' end offset, and each group's committed offsets (an offset
+    below 0: nothing committed). Raises KafkaException while the brokers do not answer."""
+    partitions = {
+        TopicPartition(topic, n) for consumer in groups for topic in consumer.topics for n in range(TOPIC_PARTITIONS)
+    }
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    ends = {
+        (tp.topic, tp.partition): future.result().offset
+        for tp, future in admin.list_offsets(dict.fromkeys(partitions, latest)).items()
+    }
+    committed = {}
+    for consumer in groups:
+        wanted = [TopicPartition(topic, n) for topic in consumer.topics for n in range(TOPIC_PARTITIONS)]
+        request = [ConsumerGroupTopicPartitions(consumer.name, wanted)]
+        committed[consumer.name] = admin.list_consumer_group_offsets(request)[consumer.name].result().topic_partitions
+    return ends, committed
 
 
 def _unhandled(bootstrap_servers: str, query: Query, consumers: Collection[str]) -> int:
@@ -88,25 +97,15 @@ def lagging(
     while the brokers do not answer."""
     admin = AdminClient(client_config(bootstrap_servers, {"log_level": 0}))
     groups = [consumer for consumer in consumers if consumer.name not in share_groups]
-    partitions = {
-        TopicPartition(topic, n) for consumer in groups for topic in consumer.topics for n in range(TOPIC_PARTITIONS)
-    }
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     lines: list[str] = []
     try:
-        ends = {
-            (tp.topic, tp.partition): future.result().offset
-            for tp, future in admin.list_offsets(dict.fromkeys(partitions, latest)).items()
-        }
+        ends, committed = _positions(admin, groups)
         for consumer in groups:
-            wanted = [TopicPartition(topic, n) for topic in consumer.topics for n in range(TOPIC_PARTITIONS)]
-            request = [ConsumerGroupTopicPartitions(consumer.name, wanted)]
-            committed = admin.list_consumer_group_offsets(request)[consumer.name].result().topic_partitions
             behind = [
                 f"{tp.topic}/{tp.partition} at {tp.offset if tp.offset >= 0 else 'nothing committed'} of "
                 f"{ends[(tp.topic, tp.partition)]}"
-                for tp in sorted(committed, key=lambda tp: (tp.topic, tp.partition))
-                if (tp.offset if tp.offset >= 0 else 0) < ends[(tp.topic, tp.partition)]
+                for tp in sorted(committed[consumer.name], key=lambda tp: (tp.topic, tp.partition))
+                if max(tp.offset, 0) < ends[(tp.topic, tp.partition)]
             ]
             if behind:
                 described = admin.describe_consumer_groups([consumer.name])[consumer.name].result()
