@@ -2,7 +2,8 @@
 
 A background thread reads `platform.telemetry` and every dead-letter topic from the beginning
 (no consumer group: nothing is committed, a restarted panel reads it all again) and keeps a
-bounded window in memory, indexed by order key.
+bounded window in memory, indexed by order key. Caught up, it fetches about four times a
+second, whatever the rate records come at.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 MAX_RECORDS = 200_000
 MAX_DEAD_LETTERS = 5_000
+FETCH_WAIT_MS = 250
+"""How long the broker holds the reader's fetch to gather records: what the panel shows is at most
+this much later than what happened."""
 
 
 @dataclass
@@ -116,6 +120,10 @@ class TelemetryReader:
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
                 "log_level": 3,
+                # A fetch waits for a quarter of a second's records: answered at each record, it
+                # cost the broker a request per telemetry batch of every process (7 an order).
+                "fetch.wait.max.ms": FETCH_WAIT_MS,
+                "fetch.min.bytes": 1_048_576,
             }
         )
         topics = [TELEMETRY_TOPIC, *(c.dead_letter_topic for c in CONSUMERS)]
