@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .kafka_requests import statistics_config
+from .kafka_requests import statistics_config, with_counting
 
 MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -114,6 +114,5 @@ def client_config(
     return {
         "bootstrap.servers": bootstrap_servers,
         **(principal.librdkafka() if principal else {}),
-        **statistics_config(),
-        **(settings or {}),
+        **with_counting(settings or {}, statistics_config()),
     }

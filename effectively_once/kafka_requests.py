@@ -73,3 +73,21 @@ def statistics_config(environ: Mapping[str, str] | None = None) -> dict[str, Any
     if not interval:
         return {}
     return {"statistics.interval.ms": interval, "stats_cb": record}
+
+
+def with_counting(settings: Mapping[str, Any], counting: Mapping[str, Any]) -> dict[str, Any]:
+    """A client's `settings` with the request counting `counting` asks for (statistics_config).
+    A client that reads the statistics itself (its own `stats_cb`) keeps its callback: both are
+    called, at the shorter of the two intervals."""
+    if not counting:
+        return dict(settings)
+    own = settings.get("stats_cb")
+    if own is None:
+        return {**counting, **settings}
+
+    def both(statistics: str) -> None:
+        record(statistics)
+        own(statistics)
+
+    interval = min(counting["statistics.interval.ms"], settings.get("statistics.interval.ms") or 1 << 30)
+    return {**settings, "statistics.interval.ms": interval, "stats_cb": both}

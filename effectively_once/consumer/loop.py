@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -75,9 +75,11 @@ class LoopConfig:
     kafka: dict[str, Any] = field(default_factory=dict)
     """Extra librdkafka settings."""
 
-    def consumer_settings(self, group_id: str) -> dict[str, Any]:
+    def consumer_settings(self, group_id: str, statistics: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The member's librdkafka settings; `statistics`: its own statistics.interval.ms and
+        stats_cb, which the request counting (kafka_requests) is added to, not put in place of."""
         settings: dict[str, Any] = {
-            **client_config(self.bootstrap_servers),
+            **client_config(self.bootstrap_servers, statistics),
             "group.id": group_id,
             "enable.auto.commit": True,
             "auto.commit.interval.ms": 1000,
@@ -119,8 +121,9 @@ class ConsumerLoop:
         self.dead_letters = dead_letters
         self.name = processor.config.consumer_name
         self._new_consumer: Callable[[], Consumer] = lambda: consumer_factory(
-            {"statistics.interval.ms": 5000, "stats_cb": self._on_statistics}
-            | config.consumer_settings(config.group_id or self.name)
+            config.consumer_settings(
+                config.group_id or self.name, {"statistics.interval.ms": 5000, "stats_cb": self._on_statistics}
+            )
         )
         self._consumer = self._new_consumer()
         self._ever_assigned = False
