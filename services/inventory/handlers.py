@@ -8,10 +8,7 @@ from effectively_once.consumer.processor import Connection, NonRetryable
 from effectively_once.envelope import Envelope
 from effectively_once.outbox import add_to_outbox
 from services import saga_contract as contract
-
-
-class OutOfStock(Exception):
-    """A business outcome, not a failure: the order is refused and the refusal is an event."""
+from services.inventory import reservation_plan
 
 
 def _emit(
@@ -33,6 +30,23 @@ or this very message again, which only a consumer whose marker did not guard it 
 then decides again as a consumer without a marker would: the teaching strategies show it); no row
 for the same order under another message id, a semantic duplicate."""
 DECIDED = "UPDATE reservation_decision SET outcome = %s, reason = %s WHERE order_id = %s"
+STOCK_OF_ORDER = """SELECT stock.sku, stock.available,
+                           EXISTS (SELECT 1 FROM reservation
+                                    WHERE reservation.order_id = %(order_id)s AND reservation.sku = stock.sku)
+                      FROM stock WHERE stock.sku = ANY(%(skus)s)
+                     ORDER BY stock.sku COLLATE "C"
+                       FOR UPDATE OF stock"""
+"""The order's stock rows, locked in SKU order (code point order, as Python sorts: every handler
+takes them in that one order, so transactions on orders of the same SKUs wait for each other
+instead of deadlocking), with what each holds and whether the order holds a reservation of it."""
+RESERVE = """WITH line AS (SELECT * FROM unnest(%(skus)s::text[], %(quantities)s::integer[]) AS line (sku, quantity)),
+                  taken AS (UPDATE stock SET available = stock.available - line.quantity,
+                                             reserved = stock.reserved + line.quantity
+                              FROM line WHERE stock.sku = line.sku)
+             INSERT INTO reservation (order_id, sku, quantity, status)
+             SELECT %(order_id)s, sku, quantity, 'reserved' FROM line"""
+"""The plan, written at once: each line's units taken from its stock row (locked by STOCK_OF_ORDER)
+and its reservation recorded."""
 
 
 def reserve_stock(event: Envelope, transaction: Connection) -> None:
@@ -47,29 +61,14 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
     if transaction.execute(DECIDE, (order_id, event.message_id)).fetchone() is None:
         return  # decided already, under another message id: a semantic duplicate changes nothing
     lines = event.payload["lines"]
+    skus = list(reservation_plan.wanted(lines))
+    stock = {
+        sku: reservation_plan.Held(int(available), bool(held))
+        for sku, available, held in transaction.execute(STOCK_OF_ORDER, {"order_id": order_id, "skus": skus})
+    }
     try:
-        with transaction.transaction():  # a savepoint: a shortfall undoes only the reservations
-            for line in sorted(lines, key=lambda line: str(line["sku"])):  # stock rows locked in one order
-                sku, quantity = line["sku"], int(line["quantity"])
-                fresh = transaction.execute(
-                    """INSERT INTO reservation (order_id, sku, quantity, status)
-                       SELECT %s, %s, %s, 'reserved' WHERE EXISTS (SELECT 1 FROM stock WHERE sku = %s)
-                       ON CONFLICT (order_id, sku) DO NOTHING RETURNING sku""",
-                    (order_id, sku, quantity, sku),
-                ).fetchone()
-                if fresh is None:
-                    known = transaction.execute("SELECT 1 FROM stock WHERE sku = %s", (sku,)).fetchone()
-                    if known is None:
-                        raise OutOfStock(f"unknown SKU {sku}")
-                    continue  # the same SKU twice in one order: reserved with its first line
-                taken = transaction.execute(
-                    """UPDATE stock SET available = available - %s, reserved = reserved + %s
-                        WHERE sku = %s AND available >= %s RETURNING sku""",
-                    (quantity, quantity, sku, quantity),
-                ).fetchone()
-                if taken is None:
-                    raise OutOfStock(f"not enough {sku} for {quantity}")
-    except OutOfStock as shortfall:
+        taking = reservation_plan.plan(lines, stock)
+    except reservation_plan.OutOfStock as shortfall:
         transaction.execute(DECIDED, ("refused", str(shortfall), order_id))
         _emit(
             transaction,
@@ -79,6 +78,8 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
             event.trace_id,
         )
         return
+    if taking:
+        transaction.execute(RESERVE, {"order_id": order_id, "skus": list(taking), "quantities": list(taking.values())})
     transaction.execute(DECIDED, ("reserved", None, order_id))
     _emit(
         transaction,
