@@ -22,22 +22,23 @@ from ..retention import day_partitions
 Connection = psycopg.Connection[Any]
 ADVISORY_LOCK_CLASS = 7301
 
-KEYS_WITH_WORK = """
-SELECT aggregate_key, max(position)
-  FROM (SELECT aggregate_key, position
-          FROM outbox
-         WHERE published_at IS NULL AND next_attempt_at <= now()
-         ORDER BY position
-         LIMIT %(scan)s) AS oldest
- GROUP BY aggregate_key
- ORDER BY min(position)
- LIMIT %(keys)s
+LOCKED_KEYS_WITH_WORK = """
+SELECT aggregate_key, upto
+  FROM (SELECT aggregate_key, max(position) AS upto, min(position) AS first
+          FROM (SELECT aggregate_key, position
+                  FROM outbox
+                 WHERE published_at IS NULL AND next_attempt_at <= now()
+                 ORDER BY position
+                 LIMIT %(scan)s) AS oldest
+         GROUP BY aggregate_key
+         ORDER BY min(position)
+         LIMIT %(keys)s) AS candidates
+ WHERE pg_try_advisory_xact_lock(%(class)s, hashtext(aggregate_key))
+ ORDER BY first
 """
-
-LOCK_KEYS = """
-SELECT key FROM unnest(%(keys)s::text[]) AS key
- WHERE pg_try_advisory_xact_lock(%(class)s, hashtext(key))
-"""
+"""The keys with the oldest due rows, up to `keys` of them, that this transaction could lock, each
+with its last row among the oldest `scan`. A subquery with a LIMIT takes no condition from outside
+it, so only the candidates are tried: a key is locked only where it is returned."""
 
 ENVELOPE = """coalesce(envelope, json_build_object('message_id', message_id, 'type', event_type,
                          'version', event_version, 'key', aggregate_key, 'occurred_at', created_at,
@@ -118,13 +119,14 @@ def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
     """Lock keys with work and return their publishable rows, in order (inside the caller's
     transaction, which must stay open until the rows are marked)."""
     # Only the oldest rows are looked at, so a claim costs the same whatever the backlog.
-    window = dict(connection.execute(KEYS_WITH_WORK, {"keys": keys, "scan": 2 * rows}).fetchall())
+    window = dict(
+        connection.execute(
+            LOCKED_KEYS_WITH_WORK, {"keys": keys, "scan": 2 * rows, "class": ADVISORY_LOCK_CLASS}
+        ).fetchall()
+    )
     if not window:
         return []
-    candidates = list(window)
-    locked = [row[0] for row in connection.execute(LOCK_KEYS, {"keys": candidates, "class": ADVISORY_LOCK_CLASS})]
-    if not locked:
-        return []
+    locked = list(window)
     claimed: list[OutboxRow] = []
     blocked: set[str] = set()
     upto = max(window[key] for key in locked)

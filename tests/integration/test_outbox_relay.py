@@ -110,6 +110,34 @@ def test_the_relay_publishes_every_row_in_key_order_and_marks_it_published(
     assert_per_key_order(messages)
 
 
+def test_a_claim_locks_exactly_the_keys_it_returns_and_skips_one_another_holds(outbox_url: str, topic: str) -> None:
+    keys = [f"order-{uuid.uuid4().hex[:8]}-{k}" for k in range(5)]
+    write_events(outbox_url, topic, keys, per_key=2)
+    held = keys[0]  # the oldest rows' key, another relay's for now
+
+    def advisory_locks(connection: psycopg.Connection[Any]) -> set[int]:
+        rows = connection.execute(
+            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND pid = %s",
+            (claim.ADVISORY_LOCK_CLASS, connection.info.backend_pid),
+        ).fetchall()
+        return {int(row[0]) for row in rows}
+
+    def hashes(connection: psycopg.Connection[Any], of: list[str]) -> set[int]:
+        rows = connection.execute("SELECT hashtext(key)::oid::bigint FROM unnest(%s::text[]) AS key", (of,))
+        return {int(row[0]) for row in rows}
+
+    with psycopg.connect(outbox_url) as other, psycopg.connect(outbox_url) as relay:
+        other.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (claim.ADVISORY_LOCK_CLASS, held))
+        rows = claim.claim(relay, keys=2, rows=100)
+        claimed = list(dict.fromkeys(row.key for row in rows))
+        # The two oldest keys are the candidates: the held one is skipped, never waited for, and
+        # no key beyond the candidates is locked (nor returned) in its place.
+        assert claimed == keys[1:2]
+        assert advisory_locks(relay) == hashes(relay, claimed)
+        relay.rollback()
+        other.rollback()
+
+
 def test_the_relay_wakes_on_notify_and_publishes_within_moments_of_a_commit(
     settings: Settings,
     outbox_url: str,
