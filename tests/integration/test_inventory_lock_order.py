@@ -18,26 +18,13 @@ from services import saga_contract as contract
 from services.inventory.handlers import reserve_stock, sell_stock
 from services.orders.load import PLENTIFUL
 from tests.integration.conftest import service_schema
+from tests.support.saga_events import order_placed
 
 SLOW_STOCK = """
 CREATE OR REPLACE FUNCTION slow_stock() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN PERFORM pg_sleep(0.02); RETURN NEW; END $$;
 CREATE TRIGGER slow_stock BEFORE UPDATE ON stock FOR EACH ROW EXECUTE FUNCTION slow_stock();
 """
-
-
-def _placed(order_id: str, skus: list[str]) -> Envelope:
-    return Envelope.new(
-        contract.ORDER_PLACED,
-        order_id,
-        {
-            "order_id": order_id,
-            "customer_email": "ada@example.com",
-            "payment_method": "pm_card_visa",
-            "amount_cents": 4800,
-            "lines": [{"sku": sku, "quantity": 1} for sku in skus],
-        },
-    )
 
 
 def _at_once(url: str, work: list[Callable[[psycopg.Connection[tuple[object, ...]]], None]]) -> list[BaseException]:
@@ -72,7 +59,9 @@ def test_concurrent_orders_over_the_same_skus_in_any_line_order_never_deadlock(r
     orders = {f"order-{uuid.uuid4().hex[:8]}": rng.sample(skus, len(skus)) for _ in range(8)}
 
     def reserve(order_id: str, lines: list[str]) -> Callable[[psycopg.Connection[tuple[object, ...]]], None]:
-        return lambda connection: reserve_stock(_placed(order_id, lines), connection)
+        return lambda connection: reserve_stock(
+            order_placed(order_id, [{"sku": sku, "quantity": 1} for sku in lines]), connection
+        )
 
     def sell(order_id: str) -> Callable[[psycopg.Connection[tuple[object, ...]]], None]:
         event = Envelope.new(contract.PAYMENT_AUTHORIZED, order_id, {"order_id": order_id})

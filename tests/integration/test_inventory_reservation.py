@@ -10,11 +10,10 @@ import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from effectively_once.envelope import Envelope
-from services import saga_contract as contract
 from services.inventory.handlers import reserve_stock
 from services.inventory.reservation_plan import Held, OutOfStock, plan
 from tests.integration.conftest import service_schema
+from tests.support.saga_events import order_placed
 
 SKUS = st.sampled_from(["sku-espresso", "sku-kettle", "sku-limited", "sku-filter", "sku-unheard-of"])
 LINES = st.lists(st.fixed_dictionaries({"sku": SKUS, "quantity": st.integers(1, 3)}), min_size=1, max_size=5)
@@ -38,17 +37,7 @@ def test_what_an_order_writes_is_what_its_plan_decided(runtime_db: str, orders: 
                 expected: dict[str, int] | str = plan(lines, held)
             except OutOfStock as refused:
                 expected = str(refused)
-            placed = Envelope.new(
-                contract.ORDER_PLACED,
-                order_id,
-                {
-                    "order_id": order_id,
-                    "customer_email": "ada@example.com",
-                    "payment_method": "pm_card_visa",
-                    "amount_cents": 4800,
-                    "lines": lines,
-                },
-            )
+            placed = order_placed(order_id, lines)
             with connection.transaction():
                 reserve_stock(placed, connection)
             after = _stock(connection)

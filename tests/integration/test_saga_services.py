@@ -21,6 +21,7 @@ from services.payment.handlers import HANDLERS as PAYMENT
 from services.settings import Settings
 from services.topology import database
 from tests.integration.conftest import ProcessorFactory, Sandbox, service_schema
+from tests.support.saga_events import order_placed
 
 
 def _one(url: str, query: str, *parameters: object) -> tuple[object, ...]:
@@ -48,27 +49,13 @@ def _authorized(order_id: str, email: str = "ada@example.com") -> Envelope:
     )
 
 
-def _placed(order_id: str, lines: list[dict[str, object]], method: str = "pm_card_visa") -> Envelope:
-    return Envelope.new(
-        contract.ORDER_PLACED,
-        order_id,
-        {
-            "order_id": order_id,
-            "customer_email": "ada@example.com",
-            "payment_method": method,
-            "amount_cents": 4800,
-            "lines": lines,
-        },
-    )
-
-
 def test_a_semantic_duplicate_order_placed_reserves_once(make_processor: ProcessorFactory, runtime_db: str) -> None:
     url = service_schema(runtime_db, "inventory")
     processor = make_processor("inventory-reservation-v1", INVENTORY, database_url=url)
     order = f"order-{uuid.uuid4()}"
     lines = [{"sku": "sku-espresso", "quantity": 2}, {"sku": "sku-kettle", "quantity": 1}]
-    assert processor.process(_placed(order, lines)) is Outcome.APPLIED
-    assert processor.process(_placed(order, lines)) is Outcome.APPLIED  # a new message id, the same fact
+    assert processor.process(order_placed(order, lines)) is Outcome.APPLIED
+    assert processor.process(order_placed(order, lines)) is Outcome.APPLIED  # a new message id, the same fact
     assert _one(url, "SELECT available, reserved FROM stock WHERE sku = 'sku-espresso'") == (99_998, 2)
     assert _one(url, "SELECT count(*) FROM reservation WHERE order_id = %s", order) == (2,)
 
@@ -78,7 +65,7 @@ def test_a_shortfall_reserves_nothing_and_says_why(make_processor: ProcessorFact
     processor = make_processor("inventory-reservation-v1", INVENTORY, database_url=url)
     order = f"order-{uuid.uuid4()}"
     lines = [{"sku": "sku-espresso", "quantity": 1}, {"sku": "sku-limited", "quantity": 6}]
-    assert processor.process(_placed(order, lines)) is Outcome.APPLIED  # a business outcome, committed
+    assert processor.process(order_placed(order, lines)) is Outcome.APPLIED  # a business outcome, committed
     assert _one(url, "SELECT available, reserved FROM stock WHERE sku = 'sku-espresso'") == (100_000, 0)
     assert _one(url, "SELECT count(*) FROM reservation WHERE order_id = %s", order) == (0,)
     assert _outbox_types(url, order) == [contract.INVENTORY_RESERVATION_FAILED]
@@ -91,7 +78,7 @@ def test_a_release_happens_once_however_often_payment_failed_comes(
     url = service_schema(runtime_db, "inventory")
     processor = make_processor("inventory-reservation-v1", INVENTORY, database_url=url)
     order = f"order-{uuid.uuid4()}"
-    processor.process(_placed(order, [{"sku": "sku-grinder", "quantity": 3}]))
+    processor.process(order_placed(order, [{"sku": "sku-grinder", "quantity": 3}]))
     for _ in range(2):  # two PaymentFailed events with different ids: one release
         processor.process(Envelope.new(contract.PAYMENT_FAILED, order, {"order_id": order, "reason": "declined"}))
     assert _one(url, "SELECT available, reserved, sold FROM stock WHERE sku = 'sku-grinder'") == (100_000, 0, 0)
