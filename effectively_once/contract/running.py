@@ -36,6 +36,11 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, tail: Cal
         time.sleep(0.05)
 
 
+class ControlRequestFailed(AssertionError):
+    """The process's control endpoint answered a request with an error: the answer and the
+    process's last log lines say why."""
+
+
 class RunningConsumer:
     """One consumer process, started with the contract's variables."""
 
@@ -96,8 +101,14 @@ class RunningConsumer:
         request = urllib.request.Request(self._base + path, data=data, method=method)
         if data is not None:
             request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            raw = response.read()
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as refused:
+            answer = refused.read().decode(errors="replace")[:500]
+            raise ControlRequestFailed(
+                f"{method} {path} answered {refused.code}: {answer}\n{self.process_name}'s last lines:\n{self.tail()}"
+            ) from None
         return json.loads(raw) if path != "/metrics" else raw.decode()
 
     def _answers(self) -> bool:

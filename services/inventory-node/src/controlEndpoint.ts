@@ -21,6 +21,7 @@ import { type IncomingMessage, type ServerResponse, createServer } from "node:ht
 import { isIP } from "node:net";
 
 import { ACTIONS, type FaultAction, type FaultPoints, RUNTIME_POINTS } from "./faults.js";
+import { log } from "./log.js";
 import { register } from "./metrics.js";
 
 const MAX_BODY = 4096;
@@ -270,8 +271,18 @@ async function route(options: ControlOptions, request: IncomingMessage, response
 export function serveControl(options: ControlOptions, host: string, port: number): Promise<() => Promise<void>> {
   const server = createServer((request, response) => {
     route(options, request, response).catch((error: unknown) => {
-      if (error instanceof Refusal) send(response, error.status, { error: error.message });
-      else send(response, 500, { error: "the control endpoint failed" });
+      if (error instanceof Refusal) {
+        send(response, error.status, { error: error.message });
+        return;
+      }
+      // The caller is told no more than that; the log keeps what failed, to be read.
+      log.error("the control endpoint failed", {
+        method: request.method,
+        path: request.url,
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+        stack: error instanceof Error ? error.stack : undefined,
+      });
+      send(response, 500, { error: "the control endpoint failed" });
     });
   });
   server.headersTimeout = 10_000;
