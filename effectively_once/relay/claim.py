@@ -126,12 +126,10 @@ def claim(connection: Connection, keys: int, rows: int) -> list[OutboxRow]:
     )
     if not window:
         return []
-    locked = list(window)
     claimed: list[OutboxRow] = []
     blocked: set[str] = set()
-    upto = max(window[key] for key in locked)
     for message_id, key, topic, trace_id, created, created_at, envelope, due in connection.execute(
-        ROWS_OF_KEYS, {"keys": locked, "rows": rows, "upto": upto}
+        ROWS_OF_KEYS, {"keys": list(window), "rows": rows, "upto": max(window.values())}
     ):
         if key in blocked:
             continue
