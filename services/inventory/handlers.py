@@ -61,13 +61,13 @@ def reserve_stock(event: Envelope, transaction: Connection) -> None:
     if transaction.execute(DECIDE, (order_id, event.message_id)).fetchone() is None:
         return  # decided already, under another message id: a semantic duplicate changes nothing
     lines = event.payload["lines"]
-    skus = list(reservation_plan.wanted(lines))
+    wanting = reservation_plan.wanted(lines)
     stock = {
         sku: reservation_plan.Held(int(available), bool(held))
-        for sku, available, held in transaction.execute(STOCK_OF_ORDER, {"order_id": order_id, "skus": skus})
+        for sku, available, held in transaction.execute(STOCK_OF_ORDER, {"order_id": order_id, "skus": list(wanting)})
     }
     try:
-        taking = reservation_plan.plan(lines, stock)
+        taking = reservation_plan.plan(wanting, stock)
     except reservation_plan.OutOfStock as shortfall:
         transaction.execute(DECIDED, ("refused", str(shortfall), order_id))
         _emit(

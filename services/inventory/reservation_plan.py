@@ -1,8 +1,9 @@
 """What an order's reservation takes from stock, decided from what the stock rows hold: no I/O.
 
-The handler reads the order's stock rows (locked, in SKU order), asks `plan` what to reserve, and
-writes the whole plan at once, or nothing when the plan refuses the order. Deciding before
-writing is what lets a shortfall change nothing without a savepoint to roll back to.
+The handler takes what the order's lines want (`wanted`), reads those SKUs' stock rows (locked, in
+SKU order), asks `plan` what to reserve, and writes the whole plan at once, or nothing when the
+plan refuses the order. Deciding before writing is what lets a shortfall change nothing without a
+savepoint to roll back to.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ def wanted(lines: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return first
 
 
-def plan(lines: Iterable[Mapping[str, Any]], stock: Mapping[str, Held]) -> dict[str, int]:
-    """The SKUs and quantities to reserve, in SKU order; raises OutOfStock at the first SKU, in
-    that order, the catalog does not know or has too few of. A SKU the order holds already is
-    neither taken again nor checked."""
+def plan(wanting: Mapping[str, int], stock: Mapping[str, Held]) -> dict[str, int]:
+    """The SKUs and quantities to reserve of what the order wants (`wanted`, in SKU order); raises
+    OutOfStock at the first SKU, in that order, the catalog does not know or has too few of. A SKU
+    the order holds already is neither taken again nor checked."""
     taking: dict[str, int] = {}
-    for sku, quantity in wanted(lines).items():
+    for sku, quantity in wanting.items():
         held = stock.get(sku)
         if held is None:
             raise OutOfStock(f"unknown SKU {sku}")

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.inventory.handlers import reserve_stock
-from services.inventory.reservation_plan import Held, OutOfStock, plan
+from services.inventory.reservation_plan import Held, OutOfStock, plan, wanted
 from tests.integration.conftest import service_schema
 from tests.support.saga_events import order_placed
 
@@ -34,7 +34,7 @@ def test_what_an_order_writes_is_what_its_plan_decided(runtime_db: str, orders: 
             before = _stock(connection)
             held = {sku: Held(available, False) for sku, (_, available, _, _) in before.items()}
             try:
-                expected: dict[str, int] | str = plan(lines, held)
+                expected: dict[str, int] | str = plan(wanted(lines), held)
             except OutOfStock as refused:
                 expected = str(refused)
             placed = order_placed(order_id, lines)

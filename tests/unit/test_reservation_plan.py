@@ -40,11 +40,11 @@ def test_the_plan_is_what_reserving_line_by_line_came_to(
     expected = line_by_line(lines, stock)
     if isinstance(expected, str):
         with pytest.raises(OutOfStock) as refused:
-            plan(lines, stock)
+            plan(wanted(lines), stock)
         assert str(refused.value) == expected
     else:
-        assert plan(lines, stock) == expected
-        assert list(plan(lines, stock)) == sorted(expected)  # in the order the rows are locked
+        assert plan(wanted(lines), stock) == expected
+        assert list(plan(wanted(lines), stock)) == sorted(expected)  # in the order the rows are locked
 
 
 def test_a_skus_later_line_adds_nothing() -> None:
@@ -56,4 +56,4 @@ def test_a_skus_later_line_adds_nothing() -> None:
 def test_the_first_short_sku_in_sku_order_is_the_reason() -> None:
     stock = {"sku-a": Held(0, False), "sku-b": Held(0, False)}
     with pytest.raises(OutOfStock, match="not enough sku-a for 1"):
-        plan([{"sku": "sku-b", "quantity": 1}, {"sku": "sku-a", "quantity": 1}], stock)
+        plan(wanted([{"sku": "sku-b", "quantity": 1}, {"sku": "sku-a", "quantity": 1}]), stock)
