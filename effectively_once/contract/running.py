@@ -97,6 +97,17 @@ class RunningConsumer:
     # The control endpoint -------------------------------------------------------------------
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The endpoint's answer; ControlRequestFailed, with the process's last lines, for an
+        error or for no answer at all (the process's state then said too)."""
+        try:
+            return self._send(method, path, body)
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as lost:
+            raise ControlRequestFailed(
+                f"{method} {path} got no answer ({type(lost).__name__}: {lost}); {self._state()}\n"
+                f"{self.process_name}'s last lines:\n{self.tail()}"
+            ) from lost
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self._base + path, data=data, method=method)
         if data is not None:
@@ -111,13 +122,21 @@ class RunningConsumer:
             ) from None
         return json.loads(raw) if path != "/metrics" else raw.decode()
 
+    def _state(self) -> str:
+        """Whether the process still runs, for a request that got no answer."""
+        try:
+            status = self.process.wait(2)  # a process that is exiting is given a moment to say how
+        except subprocess.TimeoutExpired:
+            return f"{self.process_name} still runs"
+        return f"{self.process_name} exited {status}"
+
     def _answers(self) -> bool:
         if self.process.poll() is not None:
             raise AssertionError(
                 f"{self.process_name} exited {self.process.returncode} before it served:\n{self.tail()}"
             )
         try:
-            self._request("GET", "/metrics")
+            self._send("GET", "/metrics")
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return False
         return True
