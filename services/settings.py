@@ -11,7 +11,7 @@ import hmac
 import os
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -308,6 +308,20 @@ def with_credentials(url: str, user: str, password: str, dbname: str) -> str:
     hosts = parts.netloc.rpartition("@")[2] or "127.0.0.1"
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{hosts}"
     return urlunsplit((parts.scheme, netloc, "/" + quote(dbname, safe=""), parts.query, ""))
+
+
+def with_database(url: str, dbname: str) -> str:
+    """`url` to database `dbname`: its user, password, hosts and query kept."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + quote(dbname, safe=""), parts.query, ""))
+
+
+def over_tcp(url: str) -> str:
+    """`url` without a `host` in its query (the launcher's socket directory): libpq then connects
+    to the TCP addresses the URL names, as a client must that a TCP proxy stands in front of."""
+    parts = urlsplit(url)
+    query = [(name, value) for name, value in parse_qsl(parts.query, keep_blank_values=True) if name != "host"]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, safe="/,"), parts.fragment))
 
 
 def database_hosts(url: str) -> list[tuple[str, int]]:

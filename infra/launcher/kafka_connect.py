@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import psycopg
@@ -22,7 +21,7 @@ from infra.launcher.errors import LaunchError
 from outbox_relay import debezium
 from outbox_relay.wiring import outbox_databases
 from services.connect_status import connector_state
-from services.settings import Settings
+from services.settings import Settings, with_database
 from services.topology import CDC_SLOT_PREFIX, ServiceDatabase, cdc_connector, cdc_heartbeat_topic, cdc_slot
 
 
@@ -145,6 +144,4 @@ def require_logical_decoding(admin_database_url: str) -> None:
 
 def database_url(admin_database_url: str, database: ServiceDatabase | str) -> str:
     """The admin's URL to `database` instead of its own."""
-    parts = urlsplit(admin_database_url)
-    name = database if isinstance(database, str) else database.name
-    return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, ""))
+    return with_database(admin_database_url, database if isinstance(database, str) else database.name)

@@ -16,7 +16,7 @@ import pytest
 from auditor.invariants import Verdict, audit, database_reader, report
 from services.orders.load import place_orders
 from services.saga_contract import CATALOG
-from services.settings import Settings
+from services.settings import Settings, with_database
 from services.topology import database
 from tests.support.launcher_run import LauncherRun
 from tests.support.waiting import wait_for
@@ -141,7 +141,7 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
     run, settings = system
     confirmed = sorted(order_id for order_id, order in saga.items() if order["status"] == "CONFIRMED")
     doubled, lost, announced, unrecorded = confirmed[0], confirmed[1], confirmed[2], confirmed[3]
-    provider = settings.admin_database_url.rsplit("/", 1)[0] + "/payment_provider"
+    provider = with_database(settings.admin_database_url, "payment_provider")
     with psycopg.connect(provider) as connection:
         connection.execute("INSERT INTO idempotency_key (key, request_hash, state) VALUES ('forged-key', 'x', 'done')")
         connection.execute(
@@ -149,11 +149,11 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
             " VALUES ('ch_forged', 'forged-key', %s, 1)",
             (doubled,),
         )
-    notification = settings.admin_database_url.rsplit("/", 1)[0] + "/notification"
+    notification = with_database(settings.admin_database_url, "notification")
     with psycopg.connect(notification) as connection:
         connection.execute("DELETE FROM sales_projection WHERE order_id = %s", (lost,))
     again = str(uuid.uuid4())
-    inventory = settings.admin_database_url.rsplit("/", 1)[0] + "/inventory"
+    inventory = with_database(settings.admin_database_url, "inventory")
     with psycopg.connect(inventory) as connection:  # announced again, under a new id, already published
         connection.execute(
             """INSERT INTO outbox (message_id, aggregate_type, aggregate_key, event_type, topic, payload, published_at)
@@ -161,7 +161,7 @@ def test_the_auditor_names_a_doubled_charge_and_a_marker_without_its_effect(
                 WHERE aggregate_key = %s AND event_type = 'InventoryReserved'""",
             (again, announced),
         )
-    orders = settings.admin_database_url.rsplit("/", 1)[0] + "/orders"
+    orders = with_database(settings.admin_database_url, "orders")
     with psycopg.connect(orders) as connection:
         connection.execute(
             "DELETE FROM order_history WHERE order_id = %s AND event_type = 'PaymentAuthorized'", (unrecorded,)

@@ -19,6 +19,7 @@ from psycopg_pool import PoolTimeout
 
 from effectively_once import connection_pools
 from effectively_once.connection_pools import RECONNECT_TIMEOUT
+from services.settings import over_tcp
 from tests.support.tcp_gate import TcpGate
 
 OUTAGE_SECONDS = 20.0
@@ -35,7 +36,7 @@ def gate(runtime_db: str) -> Iterator[TcpGate]:
 
 
 def _through(url: str, gate: TcpGate) -> str:
-    parts = urlsplit(url)
+    parts = urlsplit(over_tcp(url))
     credentials = parts.netloc.rsplit("@", 1)[0]
     return urlunsplit(parts._replace(netloc=f"{credentials}@127.0.0.1:{gate.port}"))
 

@@ -6,10 +6,11 @@ import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from psycopg.conninfo import conninfo_to_dict
 from pydantic import ValidationError
 
 from infra.launcher.kafka_broker import new_cluster_id
-from services.settings import Settings, database_hosts, redact, with_credentials
+from services.settings import Settings, database_hosts, over_tcp, redact, with_credentials, with_database
 from services.topology import database
 
 
@@ -128,3 +129,19 @@ def test_a_kraft_cluster_id_never_begins_with_a_dash() -> None:
     cluster_id = new_cluster_id(lambda: next(draws))
     assert cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
     assert all(not new_cluster_id().startswith("-") for _ in range(2000))
+
+
+def test_another_database_keeps_the_users_hosts_and_query() -> None:
+    url = "postgresql://u:p@127.0.0.1:6000,127.0.0.1:6001/postgres?host=/s/run,/s/run&target_session_attrs=read-write"
+    assert with_database(url, "orders") == (
+        "postgresql://u:p@127.0.0.1:6000,127.0.0.1:6001/orders?host=/s/run,/s/run&target_session_attrs=read-write"
+    )
+
+
+def test_over_tcp_drops_only_the_socket_directory() -> None:
+    url = "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres?host=/s/run,/s/run&target_session_attrs=read-write"
+    tcp = over_tcp(url)
+    assert tcp == "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres?target_session_attrs=read-write"
+    parameters = conninfo_to_dict(tcp)
+    assert (parameters["host"], parameters["port"]) == ("127.0.0.1,127.0.0.1", "6000,6001")
+    assert over_tcp("postgresql://u:p@h:1/db") == "postgresql://u:p@h:1/db"
