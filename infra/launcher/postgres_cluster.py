@@ -113,8 +113,36 @@ def root_dir(settings: Settings) -> Path:
 
 
 def socket_dir(settings: Settings) -> Path:
-    """Where every node's unix socket is (each named by its port)."""
-    return root_dir(settings) / "run"
+    """Where every node's unix socket is (each named by its port): the platform's processes connect
+    through it (Settings.admin_database_url)."""
+    return settings.postgres_socket_dir
+
+
+def hba_path(settings: Settings) -> Path:
+    """Every node's client authentication file (`hba_file`), written by the launcher at each start."""
+    return root_dir(settings) / "pg_hba.conf"
+
+
+HBA = """\
+# Written by the launcher at each start (infra/launcher/postgres_cluster.py); edits are lost.
+# A password (scram-sha-256) for every connection, through the unix socket as over TCP.
+# TYPE  DATABASE     USER  ADDRESS        METHOD
+local   all          all                  scram-sha-256
+host    all          all   127.0.0.1/32   scram-sha-256
+host    all          all   ::1/128        scram-sha-256
+local   replication  all                  scram-sha-256
+host    replication  all   127.0.0.1/32   scram-sha-256
+host    replication  all   ::1/128        scram-sha-256
+"""
+"""Who may connect, and how: what initdb writes for a password on TCP, with the same rule on the
+unix socket, so that the socket the processes use asks the same password as TCP."""
+
+
+def write_hba(settings: Settings) -> None:
+    path = hba_path(settings)
+    if not path.exists() or path.read_text() != HBA:
+        path.write_text(HBA)
+        give_to(path, server_user())
 
 
 def as_server_user(command: list[str], user: str | None) -> list[str]:
@@ -129,12 +157,14 @@ def give_to(path: Path, user: str | None) -> None:
 
 def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], None], node: int = 1) -> None:
     """Run initdb once, for node `node` (the primary): superuser `postgres` with
-    POSTGRES_PASSWORD, scram on TCP."""
+    POSTGRES_PASSWORD, scram on TCP and on the unix socket (every node reads the launcher's own
+    hba file, written here at each start)."""
     data, run = data_dir(settings, node), socket_dir(settings)
     user = server_user()
     for directory in (data.parent, run):
         directory.mkdir(parents=True, exist_ok=True, mode=0o755)
         give_to(directory, user)
+    write_hba(settings)
     if (data / "PG_VERSION").exists():
         return
     say("creating the project's PostgreSQL cluster (first run only)")
@@ -152,7 +182,7 @@ def ensure_initialised(bindir: Path, settings: Settings, say: Callable[[str], No
                     "-U",
                     "postgres",
                     f"--pwfile={password_file}",
-                    "--auth-local=trust",
+                    "--auth-local=scram-sha-256",
                     "--auth-host=scram-sha-256",
                     "--encoding=UTF8",
                     "--locale=C",
@@ -208,6 +238,7 @@ def server_command(bindir: Path, settings: Settings, node: int = 1) -> list[str]
         "cluster_name": f"node-{node}",
         "listen_addresses": settings.POSTGRES_HOST,
         "unix_socket_directories": str(socket_dir(settings)),
+        "hba_file": str(hba_path(settings)),
         **SERVER_SETTINGS,
     }
     for name, value in named.items():

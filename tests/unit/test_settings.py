@@ -65,15 +65,20 @@ def test_with_credentials_keeps_every_host_and_port_of_a_multi_host_url(
 
 
 def test_the_pair_is_reached_through_both_nodes_and_only_a_read_write_one() -> None:
-    settings = Settings(DATABASE_URL=None, POSTGRES="ha", POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw")
+    settings = Settings(
+        DATABASE_URL=None, POSTGRES="ha", POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw", EO_STATE_DIR=Path("/s")
+    )
     assert settings.postgres_node_ports == [6000, 6001]
     assert settings.admin_database_url == (
-        "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres?target_session_attrs=read-write"
+        "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres"
+        "?host=/s/postgres/run,/s/postgres/run&target_session_attrs=read-write"
     )
     assert settings.service_database_url(database("orders")) == (
         f"postgresql://orders_svc:{settings.ORDERS_DB_PASSWORD}@127.0.0.1:6000,127.0.0.1:6001/orders"
-        "?target_session_attrs=read-write"
+        "?host=/s/postgres/run,/s/postgres/run&target_session_attrs=read-write"
     )
+    parameters = conninfo_to_dict(settings.admin_database_url)
+    assert (parameters["host"], parameters["port"]) == ("/s/postgres/run,/s/postgres/run", "6000,6001")
 
 
 def test_the_pair_refuses_the_relay_that_reads_logical_slots_and_the_one_host_consumers() -> None:
@@ -95,9 +100,24 @@ def test_each_service_gets_its_own_role_and_database_on_the_admin_server() -> No
 
 
 def test_without_database_url_the_launcher_runs_its_own_cluster() -> None:
-    settings = Settings(DATABASE_URL=None, POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw")
+    settings = Settings(DATABASE_URL=None, POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw", EO_STATE_DIR=Path("/s t"))
     assert settings.uses_own_postgres
-    assert settings.admin_database_url == "postgresql://postgres:pw@127.0.0.1:6000/postgres"
+    assert settings.admin_database_url == "postgresql://postgres:pw@127.0.0.1:6000/postgres?host=/s%20t/postgres/run"
+
+
+def test_its_own_cluster_is_reached_through_its_unix_socket_and_the_tcp_address_stays_named() -> None:
+    """libpq connects through the socket the `host` query names (on the URL's port); what needs
+    a network address (a JDBC URL, the CDC connector) still reads it from the URL."""
+    settings = Settings(DATABASE_URL=None, POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw", EO_STATE_DIR=Path("/state"))
+    for url in (settings.admin_database_url, settings.service_database_url(database("orders"))):
+        parameters = conninfo_to_dict(url)
+        assert (parameters["host"], parameters["port"]) == (str(settings.postgres_socket_dir), "6000")
+        assert database_hosts(url) == [("127.0.0.1", 6000)]
+
+
+def test_a_server_not_run_by_the_launcher_is_reached_as_its_url_says() -> None:
+    url = "postgresql://postgres:x@10.0.0.5:5432/postgres"
+    assert Settings(DATABASE_URL=url).admin_database_url == url
 
 
 def test_production_refuses_the_development_passwords() -> None:
@@ -139,8 +159,8 @@ def test_another_database_keeps_the_users_hosts_and_query() -> None:
 
 
 def test_over_tcp_drops_only_the_socket_directory() -> None:
-    url = "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres?host=/s/run,/s/run&target_session_attrs=read-write"
-    tcp = over_tcp(url)
+    settings = Settings(DATABASE_URL=None, POSTGRES="ha", POSTGRES_PORT=6000, POSTGRES_PASSWORD="pw")
+    tcp = over_tcp(settings.admin_database_url)
     assert tcp == "postgresql://postgres:pw@127.0.0.1:6000,127.0.0.1:6001/postgres?target_session_attrs=read-write"
     parameters = conninfo_to_dict(tcp)
     assert (parameters["host"], parameters["port"]) == ("127.0.0.1,127.0.0.1", "6000,6001")

@@ -97,7 +97,7 @@ public record ConsumerSettings(
     String instance = blankToNull(env.get("EO_INSTANCE_ID"));
     URI url = parseUrl(databaseUrl);
     String[] credentials = url.getRawUserInfo() == null ? new String[0] : url.getRawUserInfo().split(":", 2);
-    String query = url.getRawQuery() == null ? "" : "?" + url.getRawQuery();
+    String query = jdbcQuery(url.getRawQuery());
     String host = url.getHost() + (url.getPort() > 0 ? ":" + url.getPort() : "");
     return new ConsumerSettings(
         "jdbc:postgresql://" + host + url.getRawPath() + query,
@@ -172,6 +172,20 @@ public record ConsumerSettings(
   public String effectiveProcessName() {
     String name = processName != null ? processName : effectiveConsumerName();
     return name.length() > 63 ? name.substring(0, 63) : name;
+  }
+
+  /**
+   * The URL's query for JDBC: without `host`, which in a libpq URL names a unix socket directory
+   * (the launcher's server gives one): JDBC reaches PostgreSQL over TCP only, at the URL's address.
+   */
+  static String jdbcQuery(String rawQuery) {
+    if (rawQuery == null) {
+      return "";
+    }
+    String kept = Arrays.stream(rawQuery.split("&"))
+        .filter(parameter -> !parameter.equals("host") && !parameter.startsWith("host="))
+        .collect(Collectors.joining("&"));
+    return kept.isEmpty() ? "" : "?" + kept;
   }
 
   private static URI parseUrl(String databaseUrl) {
