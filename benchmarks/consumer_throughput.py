@@ -21,6 +21,7 @@ from confluent_kafka import Producer
 from psycopg import sql
 
 from benchmarks.own_system import default_infrastructure
+from benchmarks.process_cpu import servers_cpu_seconds
 from benchmarks.rows import Row as BenchRow
 from benchmarks.rows import table, write_json
 from effectively_once import lab, schema
@@ -31,22 +32,45 @@ from effectively_once.kafka_client import client_config
 from effectively_once.outcomes import Strategy
 from effectively_once.telemetry import KafkaTelemetry
 from infra.launcher import kafka_broker
-from services.settings import PROJECT_ROOT, Settings, with_credentials
+from services.settings import PROJECT_ROOT, Settings, with_credentials, with_database
 from workbench.ledger import LEDGER_ENTRY, SCHEMA, entry, ledger_bulk_handler, ledger_handler
 
 DATABASE = "benchmarks"
 RESULTS = PROJECT_ROOT / "artifacts" / "bench" / "consumer.json"
 
 
+@dataclass(frozen=True)
+class KafkaCase:
+    """What one consumer draining its topic cost, per message, from its first message on."""
+
+    rate: float
+    user_us: float
+    """This process's CPU in user mode (its Kafka client's threads included)."""
+    system_us: float
+    """This process's CPU in the kernel: mostly sending and receiving, a round trip at a time."""
+    postgres_us: float
+    """The PostgreSQL server's, all its processes' (its sessions, the WAL writer, ...)."""
+    kafka_us: float
+    """The broker's."""
+    busy_cores: float
+    """The whole machine's, on average."""
+
+    @property
+    def cpu_us(self) -> float:
+        return self.user_us + self.system_us
+
+
 @dataclass
 class Row:
     case: str
     messages: int
-    kafka_rate: float
+    kafka: KafkaCase
     sql_only_rate: float
-    kafka_cpu_us: float  # this process's CPU per message (its Kafka client's threads included)
     sql_only_cpu_us: float
-    kafka_busy_cores: float  # the whole machine's, while the Kafka case ran
+
+    @property
+    def kafka_rate(self) -> float:
+        return self.kafka.rate
 
     @property
     def ratio(self) -> float:
@@ -64,7 +88,7 @@ def database_url(settings: Settings) -> str:
     user = "postgres"
     url = with_credentials(settings.admin_database_url, user, settings.POSTGRES_PASSWORD, DATABASE)
     if settings.DATABASE_URL:
-        url = settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + DATABASE
+        url = with_database(settings.DATABASE_URL, DATABASE)
     with psycopg.connect(url, autocommit=True) as connection:
         schema.migrate(connection)
         connection.execute(SCHEMA)
@@ -73,8 +97,14 @@ def database_url(settings: Settings) -> str:
 
 def _cpu_seconds() -> float:
     """This process's user + system CPU so far, every thread's (the Kafka client's included)."""
+    user, system = _user_and_system_seconds()
+    return user + system
+
+
+def _user_and_system_seconds() -> tuple[float, float]:
+    """This process's user and system CPU so far, every thread's."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime, usage.ru_stime
 
 
 def _machine_jiffies() -> tuple[int, int]:
@@ -107,7 +137,7 @@ def prefill(settings: Settings, topic: str, events: Sequence[Envelope]) -> None:
     assert producer.flush(60) == 0
 
 
-def _kafka_rate(
+def _kafka_case(
     settings: Settings,
     url: str,
     name: str,
@@ -117,8 +147,8 @@ def _kafka_rate(
     batch_size: int,
     telemetry: bool = False,
     workers: int = 1,
-) -> tuple[float, float, float]:
-    """(messages/s, CPU µs per message, the machine's busy cores), counted from the first message."""
+) -> KafkaCase:
+    """What one consumer draining `count` messages of `topic` cost, counted from the first message."""
     consumer_settings = wiring.ConsumerSettings(
         DATABASE_URL=url,
         KAFKA_BOOTSTRAP_SERVERS=settings.kafka_bootstrap_servers,
@@ -136,17 +166,52 @@ def _kafka_rate(
         telemetry=KafkaTelemetry(settings.kafka_bootstrap_servers, name) if telemetry else None,
         paths=lab.PATHS,
     )
-    started: list[tuple[float, float, tuple[int, int]]] = []
+    started: list[_Reading] = []
 
     def done() -> bool:
         if loop.handled and not started:
-            started.append((time.perf_counter(), _cpu_seconds(), _machine_jiffies()))
+            started.append(_Reading.now(settings, starting=True))
         return loop.handled >= count
 
     loop.run(until=done)
-    elapsed, cpu = time.perf_counter() - started[0][0], _cpu_seconds() - started[0][1]
-    busy = _busy_cores(started[0][2], _machine_jiffies())
-    return (count - 1) / elapsed, cpu / (count - 1) * 1e6, busy  # the clocks start after the first message
+    return started[0].until(_Reading.now(settings), count - 1)  # the clocks start after the first message
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """The clocks a Kafka case is measured with, read at one moment."""
+
+    at: float
+    user: float
+    system: float
+    servers: tuple[float, float]  # PostgreSQL's and Kafka's CPU seconds
+    machine: tuple[int, int]
+
+    @classmethod
+    def now(cls, settings: Settings, starting: bool = False) -> _Reading:
+        """The clocks now. Reading the servers' costs this process a little CPU: when `starting`,
+        they are read before this process's clocks, else after, so that it is never counted."""
+        servers = servers_cpu_seconds(settings.EO_STATE_DIR) if starting else (0.0, 0.0)
+        user, system = _user_and_system_seconds()
+        at, machine = time.perf_counter(), _machine_jiffies()
+        if not starting:
+            servers = servers_cpu_seconds(settings.EO_STATE_DIR)
+        return cls(at, user, system, servers, machine)
+
+    def until(self, end: _Reading, messages: int) -> KafkaCase:
+        """What the `messages` handled between this reading and `end` cost, per message."""
+
+        def per_message(seconds: float) -> float:
+            return seconds / messages * 1e6
+
+        return KafkaCase(
+            rate=messages / (end.at - self.at),
+            user_us=per_message(end.user - self.user),
+            system_us=per_message(end.system - self.system),
+            postgres_us=per_message(end.servers[0] - self.servers[0]),
+            kafka_us=per_message(end.servers[1] - self.servers[1]),
+            busy_cores=_busy_cores(self.machine, end.machine),
+        )
 
 
 def _telemetry_cost(settings: Settings, records: int = 50_000) -> float:
@@ -210,11 +275,17 @@ def _case(
     if duplicates:  # every marker exists already: each delivery takes the duplicate path
         for name in (kafka_name, sql_name):
             _sql_only_rate(url, name, events, Strategy.CORRECT, 500)
-    kafka, kafka_cpu, busy = _kafka_rate(
-        settings, url, kafka_name, topic, count, strategy, batch_size, telemetry, workers
-    )
+    kafka = _kafka_case(settings, url, kafka_name, topic, count, strategy, batch_size, telemetry, workers)
     sql_only, sql_only_cpu = _sql_only_rate(url, sql_name, events, strategy, batch_size)
-    return Row(label, count, kafka, sql_only, kafka_cpu, sql_only_cpu, busy)
+    return Row(label, count, kafka, sql_only, sql_only_cpu)
+
+
+def _where_it_went(case: KafkaCase) -> str:
+    """A Kafka case's CPU per message, by who spent it (the servers' only where the launcher runs them)."""
+    spent = f"this process {case.cpu_us:.1f} µs (user {case.user_us:.1f}, system {case.system_us:.1f})"
+    if case.postgres_us or case.kafka_us:
+        spent += f", PostgreSQL {case.postgres_us:.1f} µs, the broker {case.kafka_us:.1f} µs"
+    return spent
 
 
 def _target(case: str, rows: dict[str, Row]) -> tuple[str, bool | None, float | None]:
@@ -265,8 +336,8 @@ def measure(messages: int, batched_messages: int, say: Callable[[str], None] = _
                 target,
                 met,
                 f"{row.messages:,} msgs; SQL-only {row.sql_only_rate:,.0f}/s, ratio {row.ratio:.2f}; "
-                f"this process's CPU per message {row.kafka_cpu_us:.1f} µs (SQL-only {row.sql_only_cpu_us:.1f}); "
-                f"machine {row.kafka_busy_cores:.2f} of {os.cpu_count()} cores busy",
+                f"CPU per message: {_where_it_went(row.kafka)} (this process SQL-only {row.sql_only_cpu_us:.1f}); "
+                f"machine {row.kafka.busy_cores:.2f} of {os.cpu_count()} cores busy",
                 toward,
             )
         )

@@ -15,7 +15,6 @@ Run alone: `python -m benchmarks.sustainable_rate [--window 60] [--only REPLICAS
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import threading
 import time
@@ -26,9 +25,9 @@ from pathlib import Path
 import psycopg
 
 from benchmarks.order_latency import confirmation_latencies
+from benchmarks.process_cpu import supervised_cpu_seconds
 from benchmarks.rows import RESULTS, Row, save_figure
 from infra.launcher import stack
-from infra.launcher.supervisor import Supervisor
 from services.operator import act_as_operator
 from services.orders.load import LoadResult, place_orders
 from services.settings import Settings
@@ -94,21 +93,8 @@ class System:
         )
 
     def cpu_seconds(self) -> dict[str, float]:
-        """Each supervised process's user + system CPU so far, its descendants' included (the
-        PostgreSQL backends are the postmaster's children)."""
-        own, parent = _processes()
-        children: dict[int, list[int]] = {}
-        for pid, ppid in parent.items():
-            children.setdefault(ppid, []).append(pid)
-
-        def tree(pid: int) -> float:
-            return own.get(pid, 0.0) + sum(tree(child) for child in children.get(pid, []))
-
-        return {
-            str(info["name"]): tree(int(info["pid"]))
-            for info in Supervisor(self.settings.EO_STATE_DIR).all_info()
-            if info.get("pid")
-        }
+        """Each supervised process's user + system CPU so far, its descendants' included."""
+        return supervised_cpu_seconds(self.settings.EO_STATE_DIR)
 
     def drain(self, timeout: float = 180) -> None:
         deadline = time.monotonic() + timeout
@@ -118,23 +104,6 @@ class System:
                 return
             time.sleep(TICK)  # polling the system's state, not pacing a result
         _say(f"still draining after {timeout:.0f} s: {self.sample()}")
-
-
-def _processes() -> tuple[dict[int, float], dict[int, int]]:
-    """Every live process's CPU seconds (user + system) and its parent, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu, parent = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        pid = int(entry.name)
-        parent[pid] = int(fields[1])
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
-    return cpu, parent
 
 
 def slope(samples: list[Sample]) -> float:

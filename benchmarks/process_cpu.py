@@ -1,0 +1,61 @@
+"""The CPU the launcher's processes have used so far, read from /proc: what a benchmark reads
+before and after a run to say what each process spent on it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from infra.launcher import kafka_broker, postgres_cluster
+from infra.launcher.supervisor import Supervisor
+
+
+def supervised_cpu_seconds(state_dir: Path) -> dict[str, float]:
+    """Each process the supervisor in `state_dir` runs: its user + system CPU seconds so far, its
+    descendants' included (the PostgreSQL backends are the postmaster's children). Empty when no
+    supervisor runs there (a server the launcher does not run is not read)."""
+    supervisor = Supervisor(state_dir)
+    if not supervisor.is_running():
+        return {}
+    roots = {str(info["name"]): int(info["pid"]) for info in supervisor.all_info() if info.get("pid")}
+    spent = trees_cpu_seconds(*_processes(), roots=roots.values())
+    return {name: spent[pid] for name, pid in roots.items()}
+
+
+def trees_cpu_seconds(own: Mapping[int, float], parent: Mapping[int, int], roots: Iterable[int]) -> dict[int, float]:
+    """Each root's CPU seconds with every descendant's, from each process's own (`own`) and its
+    parent (`parent`); a root not found counts nothing."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+
+    def tree(pid: int) -> float:
+        return own.get(pid, 0.0) + sum(tree(child) for child in children.get(pid, []) if child != pid)
+
+    return {root: tree(root) for root in roots}
+
+
+def servers_cpu_seconds(state_dir: Path) -> tuple[float, float]:
+    """(PostgreSQL's, Kafka's) CPU seconds so far, every node's, as supervised_cpu_seconds reads them."""
+    cpu = supervised_cpu_seconds(state_dir)
+    postgres = sum(seconds for name, seconds in cpu.items() if postgres_cluster.is_node_name(name))
+    kafka = sum(seconds for name, seconds in cpu.items() if kafka_broker.is_node_name(name))
+    return postgres, kafka
+
+
+def _processes() -> tuple[dict[int, float], dict[int, int]]:
+    """Every live process's CPU seconds (user + system) and its parent, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu, parent = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return cpu, parent

@@ -1,0 +1,28 @@
+"""The benchmarks' reading of a process's CPU counts its whole tree: a server's sessions are its
+children (PostgreSQL's backends), and must be counted as the server's."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from benchmarks.process_cpu import _processes, trees_cpu_seconds
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_root_counts_its_children_and_their_children_and_nothing_else() -> None:
+    own = {1: 1.0, 10: 2.0, 11: 0.5, 100: 0.25, 20: 4.0}
+    parent = {1: 0, 10: 1, 11: 1, 100: 10, 20: 0}
+    assert trees_cpu_seconds(own, parent, [1, 20, 10]) == {1: 3.75, 20: 4.0, 10: 2.25}
+
+
+def test_a_root_that_has_ended_counts_nothing() -> None:
+    assert trees_cpu_seconds({1: 1.0}, {1: 0}, [7]) == {7: 0.0}
+
+
+def test_proc_is_read_with_this_process_and_its_parent() -> None:
+    own, parent = _processes()
+    assert parent[os.getpid()] == os.getppid()
+    assert own[os.getpid()] > 0
