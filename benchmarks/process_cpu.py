@@ -45,7 +45,9 @@ def servers_cpu_seconds(state_dir: Path) -> tuple[float, float]:
 
 
 def _processes() -> tuple[dict[int, float], dict[int, int]]:
-    """Every live process's CPU seconds (user + system) and its parent, from /proc."""
+    """Every live process's CPU seconds and its parent, from /proc: its own user + system time and
+    that of its children that have ended (a PostgreSQL session that closed is its postmaster's
+    then), so that a tree's sum never goes back when one of its processes ends."""
     ticks = os.sysconf("SC_CLK_TCK")
     cpu, parent = {}, {}
     for entry in Path("/proc").iterdir():
@@ -57,5 +59,5 @@ def _processes() -> tuple[dict[int, float], dict[int, int]]:
             continue  # ended meanwhile
         pid = int(entry.name)
         parent[pid] = int(fields[1])
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
+        cpu[pid] = sum(int(ticks_spent) for ticks_spent in fields[11:15]) / ticks  # utime stime cutime cstime
     return cpu, parent

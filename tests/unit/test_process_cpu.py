@@ -4,6 +4,8 @@ children (PostgreSQL's backends), and must be counted as the server's."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -26,3 +28,14 @@ def test_proc_is_read_with_this_process_and_its_parent() -> None:
     own, parent = _processes()
     assert parent[os.getpid()] == os.getppid()
     assert own[os.getpid()] > 0
+
+
+def test_a_child_that_ended_still_counts_for_its_parent() -> None:
+    """Its CPU moves to its parent's count of ended children; the tree's sum must not drop."""
+    before = _processes()[0][os.getpid()]
+    child = subprocess.run(
+        [sys.executable, "-c", "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"],
+        check=True,
+    )
+    assert child.returncode == 0
+    assert _processes()[0][os.getpid()] - before >= 0.25
