@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from infra.launcher import kafka_broker, postgres_cluster
+from infra.launcher import kafka_broker, postgres_cluster, process_table
 from infra.launcher.supervisor import Supervisor
 
 
@@ -50,14 +50,7 @@ def _processes() -> tuple[dict[int, float], dict[int, int]]:
     then), so that a tree's sum never goes back when one of its processes ends."""
     ticks = os.sysconf("SC_CLK_TCK")
     cpu, parent = {}, {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        pid = int(entry.name)
+    for pid, fields in process_table.stat_fields():
         parent[pid] = int(fields[1])
         cpu[pid] = sum(int(ticks_spent) for ticks_spent in fields[11:15]) / ticks  # utime stime cutime cstime
     return cpu, parent

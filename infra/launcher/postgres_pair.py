@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from infra.launcher import postgres_cluster
+from infra.launcher import postgres_cluster, process_table
 from infra.launcher.errors import LaunchError
 from infra.launcher.supervisor import Supervisor
 from services.settings import Settings
@@ -373,17 +373,7 @@ def running_pair(settings: Settings) -> tuple[Settings, Supervisor]:
 
 
 def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry.name))
-    return found
+    return [child for child, fields in process_table.stat_fields() if int(fields[1]) == pid]
 
 
 def kill_process_tree(pid: int) -> None:
