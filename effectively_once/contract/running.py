@@ -96,24 +96,24 @@ class RunningConsumer:
 
     # The control endpoint -------------------------------------------------------------------
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10) -> Any:
         """The endpoint's answer; ControlRequestFailed, with the process's last lines, for an
         error or for no answer at all (the process's state then said too)."""
         try:
-            return self._send(method, path, body)
+            return self._send(method, path, body, timeout)
         except (urllib.error.URLError, ConnectionError, TimeoutError) as lost:
             raise ControlRequestFailed(
                 f"{method} {path} got no answer ({type(lost).__name__}: {lost}); {self._state()}\n"
                 f"{self.process_name}'s last lines:\n{self.tail()}"
             ) from lost
 
-    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self._base + path, data=data, method=method)
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as refused:
             answer = refused.read().decode(errors="replace")[:500]
@@ -147,8 +147,11 @@ class RunningConsumer:
         )
 
     def rewind(self, to: str = "beginning") -> list[dict[str, Any]]:
-        """POST /rewind: the process's partitions go back to `to` (a lab control, not every process has it)."""
-        partitions: list[dict[str, Any]] = self._request("POST", "/rewind", {"to": to})["partitions"]
+        """POST /rewind: the process's partitions go back to `to` (a lab control, not every process
+        has it). A member still joining its group is waited for up to 15 s before the rewind is
+        served (the Python runtime's JOINING_GRACE_SECONDS, TypeScript's JOINING_GRACE_MS), so
+        the answer is given longer than that."""
+        partitions: list[dict[str, Any]] = self._request("POST", "/rewind", {"to": to}, timeout=45)["partitions"]
         return partitions
 
     def release(self) -> None:
