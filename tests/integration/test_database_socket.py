@@ -8,15 +8,18 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from services.settings import Settings, with_credentials
+from services.settings import Settings, over_tcp, with_credentials
 from services.topology import database
 
 
 @pytest.fixture
 def socket_url(settings: Settings) -> str:
-    url = settings.admin_database_url
-    if not str(conninfo_to_dict(url).get("host", "")).startswith("/"):
-        pytest.skip("the tests' server is not one the launcher runs (no socket directory in its URL)")
+    """The tests' admin URL, which must name the socket directory when the server is at the
+    address of the launcher's own; a server elsewhere (a DATABASE_URL given) is skipped."""
+    url, own = settings.admin_database_url, Settings(DATABASE_URL=None)
+    if over_tcp(url) != over_tcp(own.admin_database_url):
+        pytest.skip("the tests' server is not the one the launcher runs")
+    assert conninfo_to_dict(url).get("host") == str(own.postgres_socket_dir), url
     return url
 
 
