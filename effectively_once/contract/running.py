@@ -36,6 +36,10 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, tail: Cal
         time.sleep(0.05)
 
 
+NO_ANSWER = (urllib.error.URLError, ConnectionError, TimeoutError)
+"""What a request that got no answer at all raises: refused, reset or timed out."""
+
+
 class ControlRequestFailed(AssertionError):
     """The process's control endpoint answered a request with an error: the answer and the
     process's last log lines say why."""
@@ -101,7 +105,7 @@ class RunningConsumer:
         error or for no answer at all (the process's state then said too)."""
         try:
             return self._send(method, path, body, timeout)
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as lost:
+        except NO_ANSWER as lost:
             raise ControlRequestFailed(
                 f"{method} {path} got no answer ({type(lost).__name__}: {lost}); {self._state()}\n"
                 f"{self.process_name}'s last lines:\n{self.tail()}"
@@ -137,7 +141,7 @@ class RunningConsumer:
             )
         try:
             self._send("GET", "/metrics")
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
+        except NO_ANSWER:
             return False
         return True
 
