@@ -26,6 +26,9 @@ from tests.support.stacks import JAVA_QUICK_START
 
 TIERS = ("unit", "integration", "e2e")
 
+# A test that hangs where pytest-timeout cannot stop it ends the run with every thread's stack.
+pytest_plugins = ["tests.support.hang_guard"]
+
 # `make test` runs the end-to-end tier beside the others (tests/run_tiers.sh), each picking the
 # ports of the servers it starts from a band of its own: the two never pick the same port.
 if band := os.environ.get("EO_TEST_PORTS"):
