@@ -17,8 +17,9 @@
 # servers its tests start from a band of its own (EO_TEST_PORTS), so they never collide. The
 # first and third runs' output is kept in artifacts/test-e2e.log and artifacts/test-third.log and
 # printed when all are done (the second's is printed as it runs and kept in
-# artifacts/test-second.log); then every failure's summary line, and the exit status fails if any
-# failed. COLUMNS is wide so that pytest's summary lines keep their messages.
+# artifacts/test-second.log); then every failure's summary line (and a hang's, see
+# tests/support/hang_guard.py), and the exit status fails if any failed. COLUMNS is wide so that
+# pytest's summary lines keep their messages.
 set -uo pipefail
 export COLUMNS=${COLUMNS:-200}
 python=$1
@@ -43,10 +44,15 @@ first=$!
 EO_TEST_PORTS=30000-32000 EO_STATE_DIR="$shared-third" POSTGRES_PORT=29632 KAFKA_PORT=29692 \
   KAFKA_CONTROLLER_PORT=29693 "$python" -m pytest "${THIRD[@]}" "$@" >"$third_log" 2>&1 &
 third=$!
-trap 'kill "$first" "$third" 2>/dev/null' INT TERM
 EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel "${deselect[@]}" "$@" \
-  2>&1 | tee "$second_log"
-second=${PIPESTATUS[0]}
+  >"$second_log" 2>&1 &
+second_pid=$!
+trap 'kill "$first" "$second_pid" "$third" 2>/dev/null' INT TERM
+# Followed until pytest itself ends, not until every process holding its output does (a server a
+# test started and left behind would keep a pipe open for ever).
+tail -n +1 -f --pid="$second_pid" "$second_log"
+wait "$second_pid"
+second=$?
 echo
 echo "== unit, integration and panel tests: exit $second; the other end-to-end tests ($first_log):"
 wait "$first"
@@ -60,5 +66,5 @@ echo "== unit, integration and panel tests: exit $second; the other end-to-end t
   "Java and TypeScript, conformance, leader loss, example: exit $third_status"
 # What failed, last: a reader of the end of this output sees each failure's first line.
 echo "== what failed:"
-grep -hE '^(FAILED|ERROR) ' "$second_log" "$first_log" "$third_log" || echo "nothing"
+grep -hE '^(FAILED |ERROR |HANG: )' "$second_log" "$first_log" "$third_log" || echo "nothing"
 exit $((second != 0 || first_status != 0 || third_status != 0))
