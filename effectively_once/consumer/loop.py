@@ -34,6 +34,11 @@ from .stall_watch import StallWatch
 
 log = logging.getLogger(__name__)
 
+FIRST_JOIN_SECONDS = 5.0
+"""How long a member's first join is taken to last at most. The group answers it (an assignment,
+or a refusal of a static id still held) well within that; under the consumer protocol a member
+given no partition hears nothing at all, and counts as joined once this has passed."""
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -128,6 +133,7 @@ class ConsumerLoop:
         self._consumer = self._new_consumer()
         self._ever_assigned = False
         self._refused_since: float | None = None
+        self._subscribed_at: float | None = None
         self._on_close = on_close
         self._oldest_unacknowledged = metrics.OLDEST_UNACKNOWLEDGED_SECONDS.labels(self.name)
         self._stopping = False
@@ -151,6 +157,7 @@ class ConsumerLoop:
         self._stopping = True
 
     def _subscribe(self) -> None:
+        self._subscribed_at = time.monotonic()
         self._consumer.subscribe(
             list(self.config.topics), on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -218,10 +225,16 @@ class ConsumerLoop:
         self._ever_assigned = True
         self.stall_watch.assigned(partitions)
 
-    def refused_and_joining(self) -> bool:
-        """Whether the group refused this member and it has held no partition since: a process
-        started again after a crash, waiting for the broker to let its static id go."""
-        return self._refused_since is not None and not self._ever_assigned
+    def still_joining(self) -> bool:
+        """Whether the member has not joined its group yet: it has held no assignment since it
+        started, and either the group refused it (a process started again after a crash, waiting
+        for the broker to let its static id go) or its first join is under way (the refusal, if
+        one comes, is the answer to that join: until then the member is joining all the same)."""
+        if self._ever_assigned:
+            return False
+        if self._refused_since is not None or self._subscribed_at is None:
+            return True
+        return time.monotonic() - self._subscribed_at < FIRST_JOIN_SECONDS
 
     def _join_again_if_refused_at_join(self, failed: ClientFailed) -> None:
         """A client that failed before the member was ever assigned a partition (the broker still

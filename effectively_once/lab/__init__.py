@@ -69,7 +69,7 @@ class LabAttachment:
         for loop, hooks in controls:
             hooks.strategy_of = partial(_strategy_of, loop.processor)
             if isinstance(loop, ConsumerLoop):
-                hooks.joining = loop.refused_and_joining
+                hooks.joining = loop.still_joining
         configured = timedelta(days=self.settings.DEDUP_HORIZON_DAYS)
         return LabProcess(
             self.consumer_name, controls, self.settings.DATABASE_URL, self.telemetry, configured, self.paths

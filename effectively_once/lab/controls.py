@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 Partitions = list[dict[str, Any]]
 
 JOINING_GRACE_SECONDS = 15.0
-"""How long a rewind waits for a member still joining (a process started again after a crash,
-refused its static id until the broker lets it go) before it answers that the member has no
-partition. A member that joined answers at once, partitions or none."""
+"""How long a rewind waits for a member still joining (its first join under way, or a process
+started again after a crash, refused its static id until the broker lets it go) before it answers
+that the member has no partition. A member that joined answers at once, partitions or none."""
 
 
 class LabControls:
@@ -46,7 +46,7 @@ class LabControls:
     def __init__(self, name: str, telemetry: Telemetry) -> None:
         self.name, self.telemetry = name, telemetry
         self.joining: Callable[[], bool] = lambda: False
-        """Whether the member is still joining its group (its loop's `refused_and_joining`)."""
+        """Whether the member is still joining its group (its loop's `still_joining`)."""
         self.strategy_of: Callable[[], Strategy] = lambda: Strategy.CORRECT
         """The strategy the member runs now, read from its processor (LabAttachment.runtime ties
         the two): under ack-before-commit, `before_transaction` acknowledges first."""
@@ -59,10 +59,11 @@ class LabControls:
     def request_rewind(self, to_timestamp_ms: int | None = None) -> Future[Partitions]:
         """Seek the member's partitions back: to the beginning, or to the first message at or after
         `to_timestamp_ms` unless the member has not reached it yet (then it stays: a rewind never
-        skips). Everything after is delivered again, for real. A member still joining (refused its
-        static id after a restart) is served once it joined, or after JOINING_GRACE_SECONDS. (A group's committed
-        offsets cannot be changed from outside while it has members, so the members move
-        themselves; the future resolves with the partitions and their new offsets.)"""
+        skips). Everything after is delivered again, for real. A member still joining (its first
+        join under way, or refused its static id after a restart) is served once it joined, or
+        after JOINING_GRACE_SECONDS. (A group's committed offsets cannot be changed from outside
+        while it has members, so the members move themselves; the future resolves with the
+        partitions and their new offsets.)"""
         future: Future[Partitions] = Future()
         self._rewinds.put((to_timestamp_ms, future, time.monotonic()))
         return future

@@ -4,6 +4,7 @@ lab plugs into its hook. (tests/integration runs the loop against real Kafka.)""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from functools import partial
@@ -14,6 +15,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from effectively_once.consumer import loop as loop_module
 from effectively_once.consumer.deliveries import ClientFailed
 from effectively_once.consumer.loop import ConsumerLoop, LoopConfig
 from effectively_once.consumer.processor import MessageProcessor, NonRetryable, ProcessorConfig
@@ -258,3 +260,48 @@ def test_a_member_refused_for_longer_than_its_wait_ends() -> None:
     with pytest.raises(ClientFailed):
         loop.run()
     assert 1 <= len(clients) <= 2 and clients[-1].closed
+
+
+class _SilentGroup(_JoiningConsumer):
+    """A client its group never answers with an assignment: under the consumer protocol, a member
+    given no partition (more members than partitions) hears nothing at all."""
+
+    def poll(self, timeout: float) -> object:
+        return None
+
+
+def test_a_member_is_joining_from_its_start_until_it_is_assigned_however_often_refused() -> None:
+    loop, clients = _joining_loop([True, True])
+    seen: list[tuple[int, bool]] = []
+
+    def watched() -> bool:
+        seen.append((loop.handled, loop.still_joining()))
+        return loop.handled == 1
+
+    watched()  # before its first poll too
+    loop.run(until=watched)
+    assert len(clients) == 3
+    assert {joining for handled, joining in seen if handled == 0} == {True}
+    assert seen[-1] == (1, False)
+
+
+def test_a_member_the_group_never_answers_counts_as_joined_after_its_first_join(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(loop_module, "FIRST_JOIN_SECONDS", 0.2)
+    loop = ConsumerLoop(
+        LoopConfig("fake:9092", (TOPIC,)),
+        _processor({}),
+        FakeDeadLetters(),  # type: ignore[arg-type]
+        consumer_factory=lambda settings: _SilentGroup(settings, [], FakeMessage(TOPIC, 0, 0, b""), False),  # type: ignore[arg-type,return-value]
+    )
+    started = time.monotonic()
+    seen: list[tuple[float, bool]] = []
+
+    def watched() -> bool:
+        seen.append((time.monotonic() - started, loop.still_joining()))
+        return seen[-1][0] > 0.5
+
+    loop.run(until=watched)
+    assert {joining for elapsed, joining in seen if elapsed < 0.15} == {True}
+    assert {joining for elapsed, joining in seen if elapsed > 0.25} == {False}
