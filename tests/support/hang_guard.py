@@ -7,9 +7,10 @@ saying nothing of where.
 
 So each test's timeout also arms this guard, `GRACE_SECONDS` later: if the test is still running
 then, the guard writes which test it is and every thread's stack to the terminal and ends the
-process with `EXIT_STATUS`. The end of the session gets the same once pytest is done (a
-session fixture's teardown, a thread the interpreter waits for at exit). The guard is a Python
-thread, and faulthandler's own watchdog (which needs no GIL) backs it up a minute later.
+process with `EXIT_STATUS`. The end of the session gets the same once pytest is done (a thread a
+test started and never ended keeps the interpreter from exiting; a Kafka client's destructor can
+hang there too). The guard is a Python thread, and faulthandler's own watchdog (which needs no
+GIL) backs it up a minute later.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ def _disarm() -> None:
 
 def _end(what: str) -> None:
     terminal = _terminal if _terminal is not None else 2
-    os.write(terminal, f"\nHANG: {what}; every thread's stack, most recent call first:\n".encode())
+    names = "".join(f"  {thread.ident:#018x} {thread.name}\n" for thread in threading.enumerate())
+    os.write(terminal, f"\nHANG: {what}; the threads:\n{names}their stacks, most recent call first:\n".encode())
     faulthandler.dump_traceback(file=terminal, all_threads=True)
     os.write(terminal, f"HANG: the run ends here with exit status {EXIT_STATUS}\n".encode())
     os._exit(EXIT_STATUS)

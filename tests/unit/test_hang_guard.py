@@ -66,9 +66,10 @@ def test_a_process_that_does_not_exit_after_its_last_test_is_ended(tmp_path: Pat
         import threading
 
         def test_leaves_a_thread_behind():
-            threading.Thread(target=threading.Event().wait).start()  # the interpreter waits for it
+            threading.Thread(target=threading.Event().wait, name="left-behind").start()  # waited for at exit
         """,
     )
     assert run.returncode == 3, run.stdout + run.stderr
     assert "1 passed" in run.stdout
+    assert "left-behind" in run.stderr and "in wait" in run.stderr  # its name and its stack
     assert "HANG: the test process has not exited 1 s after its last test" in run.stderr
