@@ -118,6 +118,10 @@ def render_config(state_dir: Path, programs: list[Program]) -> str:
     return "\n".join(lines)
 
 
+STOPPED_FOR_GOOD = ("STOPPED", "FATAL")
+"""The states supervisord leaves a program in until asked to start it (FATAL: it gave up)."""
+
+
 def socket_path(state_dir: Path) -> Path:
     return state_dir / "supervisor" / "supervisor.sock"
 
@@ -206,12 +210,27 @@ class Supervisor:
                 f"read its log: {self.log_path(name)}",
             ) from fault
 
-    def stop(self, name: str) -> None:
-        try:
-            self._rpc.supervisor.stopProcess(name, True)
-        except xmlrpc.client.Fault as fault:
-            if "NOT_RUNNING" not in fault.faultString:
-                raise
+    def stop(self, name: str, timeout: float = 60) -> None:
+        """Stop `name`; return once supervisord holds it stopped. A process that has just exited
+        (killed, crashed) is about to be started again, every program restarting on its own: it is
+        waited for and stopped as well, so that nothing starts it behind the caller's back (a
+        PostgreSQL node whose data directory is being rebuilt, say)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._rpc.supervisor.stopProcess(name, True)
+            except xmlrpc.client.Fault as fault:
+                if "NOT_RUNNING" not in fault.faultString:
+                    raise
+            state = self.info(name)["statename"]
+            if state in STOPPED_FOR_GOOD:
+                return
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"{name} is still {state} {timeout:.0f} s after it was asked to stop",
+                    f"read its log: {self.log_path(name)}",
+                )
+            time.sleep(0.1)  # exited, about to start again: stopped once it has
 
     def signal(self, name: str, signal: str) -> None:
         """Send `signal` ("KILL", "STOP", "CONT"…) to `name`'s process, as a fault would; after a
