@@ -44,8 +44,9 @@ first=$!
 EO_TEST_PORTS=30000-32000 EO_STATE_DIR="$shared-third" POSTGRES_PORT=29632 KAFKA_PORT=29692 \
   KAFKA_CONTROLLER_PORT=29693 "$python" -m pytest "${THIRD[@]}" "$@" >"$third_log" 2>&1 &
 third=$!
+: >"$second_log"  # there before tail opens it
 EO_TEST_PORTS=25500-28999 "$python" -m pytest tests/unit tests/integration tests/e2e/panel "${deselect[@]}" "$@" \
-  >"$second_log" 2>&1 &
+  >>"$second_log" 2>&1 &
 second_pid=$!
 trap 'kill "$first" "$second_pid" "$third" 2>/dev/null' INT TERM
 # Followed until pytest itself ends, not until every process holding its output does (a server a
