@@ -8,19 +8,35 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from infra.launcher import kafka_broker, postgres_cluster, process_table
-from infra.launcher.supervisor import Supervisor
+from infra.launcher.supervisor import Supervisor, pid_path
+
+SUPERVISOR = "supervisord"
+"""The supervisor's own entry: it copies every program's output into its log file, so what the
+programs log costs CPU there too."""
 
 
 def supervised_cpu_seconds(state_dir: Path) -> dict[str, float]:
     """Each process the supervisor in `state_dir` runs: its user + system CPU seconds so far, its
-    descendants' included (the PostgreSQL backends are the postmaster's children). Empty when no
-    supervisor runs there (a server the launcher does not run is not read)."""
+    descendants' included (the PostgreSQL backends are the postmaster's children); and the
+    supervisor's own, under SUPERVISOR (its programs not included). Empty when no supervisor runs
+    there (a server the launcher does not run is not read)."""
     supervisor = Supervisor(state_dir)
     if not supervisor.is_running():
         return {}
     roots = {str(info["name"]): int(info["pid"]) for info in supervisor.all_info() if info.get("pid")}
     spent = trees_cpu_seconds(*_processes(), roots=roots.values())
-    return {name: spent[pid] for name, pid in roots.items()}
+    return {name: spent[pid] for name, pid in roots.items()} | {SUPERVISOR: _own_cpu_seconds(pid_path(state_dir))}
+
+
+def _own_cpu_seconds(pid_file: Path) -> float:
+    """The user + system CPU seconds of the process whose pid `pid_file` holds, without its
+    children's (a program the supervisor reaped would count as the supervisor's); 0 when it is
+    not there."""
+    try:
+        fields = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def trees_cpu_seconds(own: Mapping[int, float], parent: Mapping[int, int], roots: Iterable[int]) -> dict[int, float]:

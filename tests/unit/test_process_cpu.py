@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from benchmarks.process_cpu import _processes, trees_cpu_seconds
+from benchmarks.process_cpu import _own_cpu_seconds, _processes, trees_cpu_seconds
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +41,25 @@ def test_a_child_that_ended_still_counts_for_its_parent() -> None:
     )
     assert child.returncode == 0
     assert _processes()[0][os.getpid()] - before >= 0.25
+
+
+def test_a_pid_files_process_counts_its_own_cpu_without_its_ended_childrens(tmp_path: Path) -> None:
+    """The supervisor reaps the programs it restarts: their CPU is not the supervisor's own."""
+    pid_file = tmp_path / "supervisord.pid"
+    pid_file.write_text(f"{os.getpid()}\n")
+    before = _own_cpu_seconds(pid_file)
+    subprocess.run(
+        [sys.executable, "-c", "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"],
+        check=True,
+    )
+    assert _own_cpu_seconds(pid_file) - before < 0.25
+    end = time.process_time() + 0.2
+    while time.process_time() < end:
+        pass
+    assert _own_cpu_seconds(pid_file) - before >= 0.15
+
+
+def test_a_pid_file_missing_or_stale_counts_nothing(tmp_path: Path) -> None:
+    assert _own_cpu_seconds(tmp_path / "none.pid") == 0.0
+    (tmp_path / "garbled.pid").write_text("not a pid")
+    assert _own_cpu_seconds(tmp_path / "garbled.pid") == 0.0
