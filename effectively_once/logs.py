@@ -43,6 +43,11 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+PER_REQUEST_LOGGERS = ("httpx", "httpcore")
+"""HTTP clients' loggers that write a line for every request at INFO: at DEBUG only, like the
+consumers' line per delivery (an executor records what each call brought back in its own database)."""
+
+
 def configure(level: int = logging.INFO) -> None:
     """Send every log record to stdout as JSON (the supervisor or compose keeps the file)."""
     handler = logging.StreamHandler(sys.stdout)
@@ -50,6 +55,8 @@ def configure(level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    for name in PER_REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(level if level <= logging.DEBUG else max(level, logging.WARNING))
 
 
 def entries(text: str) -> list[dict[str, Any]]:

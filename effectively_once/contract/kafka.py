@@ -142,6 +142,7 @@ class ConsumerProcess:
             "MARKER_PURGE_INTERVAL_SECONDS": "0",
             "TELEMETRY_TOPIC": "",
             "EO_FAULTS": "",
+            "LOG_LEVEL": "DEBUG",  # each delivery's outcome is logged at DEBUG: outcomes_for reads it
             "PYTHONPATH": os.pathsep.join(path for path in sys.path if path),  # the modules this process sees
             **environment,
         }

@@ -32,6 +32,7 @@ class ConsumerProcess:
             "DATABASE_URL": self.database_url,
             "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap_servers,
             "EO_INSTANCE_ID": f"{self.consumer_name}-0",
+            "LOG_LEVEL": "DEBUG",  # each delivery's outcome is logged at DEBUG: outcomes_for reads it
             "PYTHONPATH": str(PROJECT_ROOT),
             **self.environment,
         }

@@ -18,6 +18,7 @@ function write(level: keyof typeof LEVELS, message: string, fields: Fields): voi
 }
 
 export const log = {
+  debug: (message: string, fields: Fields = {}) => write("DEBUG", message, fields),
   info: (message: string, fields: Fields = {}) => write("INFO", message, fields),
   warn: (message: string, fields: Fields = {}) => write("WARNING", message, fields),
   error: (message: string, fields: Fields = {}) => write("ERROR", message, fields),

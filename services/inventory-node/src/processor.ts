@@ -202,7 +202,8 @@ export class MessageProcessor {
     };
     this.telemetry.emit("delivery", told);
     const line = { ...told, trace_id: event?.traceId ?? null };
-    if (outcome === "applied" || outcome === "duplicate") log.info(`message ${outcome}`, line);
+    // As the Python runtime: a delivery that went as it should is logged at DEBUG only.
+    if (outcome === "applied" || outcome === "duplicate" || outcome === "ignored") log.debug(`message ${outcome}`, line);
     else log.warn(`message ${outcome}`, line);
   }
 }

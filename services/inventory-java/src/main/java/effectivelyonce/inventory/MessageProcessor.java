@@ -191,8 +191,9 @@ public class MessageProcessor {
     told.put("event_type", eventType);
     told.put("outcome", outcome);
     telemetry.emit("delivery", told);
-    if (outcome.equals("applied") || outcome.equals("duplicate")) {
-      log.info("message {} message_id={} key={} event_type={} trace_id={}", outcome,
+    // As the Python runtime: a delivery that went as it should is logged at DEBUG only.
+    if (outcome.equals("applied") || outcome.equals("duplicate") || outcome.equals("ignored")) {
+      log.debug("message {} message_id={} key={} event_type={} trace_id={}", outcome,
           event == null ? null : event.messageId(), event == null ? null : event.key(), eventType,
           event == null ? null : event.traceId());
     } else {
