@@ -192,6 +192,8 @@ def chaos(request: Request, panel: PanelDep) -> Response:
         request,
         "chaos.html",
         states=panel.control.states(),
+        http_states=panel.control.http_states(),
+        restarts=panel.store.restarts(),
         strategies=list(Strategy),
         lessons=STRATEGY_LESSONS,
         poison_kinds=POISON_KINDS,

@@ -12,6 +12,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
 
 from services.settings import PROJECT_ROOT
 
@@ -54,3 +55,17 @@ def texts_of(driver: WebDriver, selector: str) -> list[str]:
     script = "return Array.from(document.querySelectorAll(arguments[0]), e => e.innerText);"
     found: list[str] = driver.execute_script(script, selector)
     return found
+
+
+def open_settled(driver: WebDriver, url: str, timeout: float = 15) -> None:
+    """Open `url` and return once the fragments htmx asks for as the page loads have come in.
+
+    Each one that comes in makes the page taller and moves what lies below it: a click aimed at a
+    form while one was in flight could land on something else, and no request was sent. htmx marks
+    an element `htmx-request` from the moment its request leaves until it is answered, and the
+    page's `load` triggers have fired by the time the page has loaded.
+    """
+    driver.get(url)
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.execute_script("return document.querySelectorAll('.htmx-request').length === 0")
+    )

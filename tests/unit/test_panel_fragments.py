@@ -60,3 +60,16 @@ def test_the_parked_rows_are_swapped_only_when_they_change() -> None:
 def test_a_poll_without_a_digest_gets_the_rows() -> None:
     answer = _client([ROW]).get("/fragments/parked")
     assert answer.status_code == 200 and "o-1" in answer.text and 'hx-swap="outerHTML"' in answer.text
+
+
+def test_the_chaos_page_draws_its_process_table_with_the_page_not_after_it() -> None:
+    """A table that filled in once the page had loaded moved the strategy and storm forms below it
+    under a pointer about to press them. The table comes with the page and is only polled after."""
+    page = _client([]).get("/chaos")
+    assert page.status_code == 200
+    table = re.search(
+        r'<div hx-get="/fragments/processes" hx-trigger="([^"]*)"[^>]*>\s*<table class="processes">', page.text
+    )
+    assert table, page.text[:2000]
+    assert "load" not in table.group(1)
+    assert page.text.index('class="processes"') < page.text.index('id="storm"')

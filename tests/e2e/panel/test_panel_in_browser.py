@@ -15,7 +15,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.e2e.panel.conftest import PanelSystem
-from tests.support.browser import SCREENSHOTS, texts_of
+from tests.support.browser import SCREENSHOTS, open_settled, texts_of
 
 
 def _wait(driver: WebDriver, what: str, condition: Callable[[WebDriver], bool], timeout: float = 60) -> None:
@@ -55,7 +55,7 @@ def _screenshot(driver: WebDriver, name: str) -> None:
 def test_a_crash_after_commit_before_ack_is_redelivered_and_counted_as_a_duplicate(
     clean: PanelSystem, browser: WebDriver
 ) -> None:
-    browser.get(f"{clean.url}/chaos")
+    open_settled(browser, f"{clean.url}/chaos")
     _arm(browser, "inventory", "after_commit_before_ack", "crash", "1")
 
     browser.get(f"{clean.url}/orders")
@@ -87,7 +87,7 @@ def test_a_crash_after_commit_before_ack_is_redelivered_and_counted_as_a_duplica
 
 
 def test_check_then_act_under_a_duplicate_storm_turns_the_audit_red(clean: PanelSystem, browser: WebDriver) -> None:
-    browser.get(f"{clean.url}/chaos")
+    open_settled(browser, f"{clean.url}/chaos")
     form = browser.find_element(By.ID, "strategy-inventory")
     Select(form.find_element(By.NAME, "strategy")).select_by_visible_text("check_then_act")
     form.find_element(By.XPATH, ".//button[text()='Switch']").click()
@@ -122,7 +122,7 @@ def test_check_then_act_under_a_duplicate_storm_turns_the_audit_red(clean: Panel
     assert "TEACHING STRATEGY ACTIVE" in _text_of(browser, "#banner")
     _screenshot(browser, "overview-red-check-then-act.png")
 
-    browser.get(f"{clean.url}/chaos")
+    open_settled(browser, f"{clean.url}/chaos")
     browser.find_element(By.ID, "reset-all").click()
     _notice(browser, "every fault disarmed")
     _wait(browser, "the banner to go", lambda d: "TEACHING" not in _text_of(d, "#banner"), 15)
