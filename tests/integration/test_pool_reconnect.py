@@ -11,11 +11,12 @@ import contextlib
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg_pool import PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from effectively_once import connection_pools
 from effectively_once.connection_pools import RECONNECT_TIMEOUT
@@ -70,15 +71,16 @@ POOL_SIZE = 8
 """The orders API's most connections: a pool grown to it under load before the server dropped them."""
 
 
-def _drop_every_connection(runtime_db: str, application_name: str) -> None:
-    """What a failover or a restart does to each of a pool's connections."""
+def _drop_every_connection(runtime_db: str, application_name: str, expected: int = POOL_SIZE) -> None:
+    """What a failover or a restart does to each of a pool's connections: once this returns, each
+    session has ended (pg_terminate_backend waits for it, up to 5 s)."""
     with psycopg.connect(runtime_db, autocommit=True) as admin:
         dropped = admin.execute(
-            """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+            """SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000))
                FROM pg_stat_activity WHERE application_name = %s""",
             (application_name,),
         ).fetchone()
-    assert dropped == (POOL_SIZE,)
+    assert dropped == (expected,)
 
 
 # psycopg_pool checks the dropped connections one by one, waiting 1, 2, 4, 8 s... between them: 8 of
@@ -128,3 +130,45 @@ def test_an_asyncio_pool_whose_every_connection_the_server_dropped_answers_at_on
 
     waited = asyncio.run(scenario())
     assert waited < DROPPED_ANSWER_SECONDS, f"the pool answered {waited:.1f} s after its connections were dropped"
+
+
+def test_a_connection_is_quiet_until_the_server_drops_it(runtime_db: str) -> None:
+    """A quiet connection is handed out without a round trip; one the server dropped never is."""
+    name = f"quiet-{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(runtime_db, application_name=name) as connection:
+        connection.execute("SELECT 1").fetchone()
+        assert connection_pools.quiet(connection) is False, "a transaction is open: not idle"
+        connection.rollback()
+        assert connection_pools.quiet(connection) is True
+        _drop_every_connection(runtime_db, name, expected=1)
+        assert connection_pools.quiet(connection) is False, "the server closed it, and its socket says so"
+        with pytest.raises(psycopg.OperationalError):
+            ConnectionPool.check_connection(connection)
+    assert connection_pools.quiet(connection) is False, "closed"
+
+
+def test_a_pool_checks_over_the_wire_only_a_connection_that_is_not_quiet(
+    runtime_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"quiet-pool-{uuid.uuid4().hex[:8]}"
+    checked: list[object] = []
+    check_over_the_wire = ConnectionPool.check_connection
+
+    def counted(connection: psycopg.Connection[Any]) -> None:
+        checked.append(connection)
+        check_over_the_wire(connection)
+
+    monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(counted))
+    pool = connection_pools.serving_pool(runtime_db, min_size=1, max_size=1, kwargs={"application_name": name})
+    pool.open(wait=True, timeout=30)
+    try:
+        for _ in range(20):
+            with pool.connection(timeout=30) as connection:
+                connection.execute("SELECT 1")
+        assert checked == [], "a quiet connection was checked over the wire"
+        _drop_every_connection(runtime_db, name, expected=1)
+        with pool.connection(timeout=30) as connection:
+            assert connection.execute("SELECT 1").fetchone() == (1,)
+        assert len(checked) >= 1, "the dropped connection was handed out unchecked"
+    finally:
+        pool.close()
