@@ -4,7 +4,6 @@ a time, so it neither blocks nor doubles the rest."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import psycopg
 
@@ -12,6 +11,7 @@ from effectively_once.consumer.processor import TerminalFailure
 from effectively_once.envelope import Envelope
 from effectively_once.outcomes import Outcome
 from tests.integration.conftest import ProcessorFactory
+from tests.support.fake_consumer import RecordedTelemetry
 from workbench.ledger import (
     LEDGER_ENTRY,
     advance_state,
@@ -89,23 +89,12 @@ def test_a_batch_keeps_message_order_across_event_types(
     assert state == ("PaymentAuthorized",)
 
 
-class _Told:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, kind: str, **fields: Any) -> None:
-        self.records.append((kind, fields))
-
-    def flush(self, timeout: float) -> None:
-        pass
-
-
 def test_a_batch_is_told_as_one_telemetry_record_and_a_single_message_as_its_own(
     make_processor: ProcessorFactory,
     name: str,
 ) -> None:
     processor = make_processor(name, {LEDGER_ENTRY: ledger_handler(name)})
-    told = _Told()
+    told = RecordedTelemetry()
     processor.recorder.telemetry = told
     events = [entry(f"order-{n}") for n in range(5)]
     processor.process_batch([*events, events[0]])

@@ -193,3 +193,16 @@ def no_sleep(_seconds: float) -> None:
 
 
 Handlers = dict[str, Callable[[Envelope, Any], None]]
+
+
+class RecordedTelemetry:
+    """Telemetry that keeps what it is told: (kind, fields) per record."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        self.records.append((kind, fields))
+
+    def flush(self, timeout: float) -> None:
+        pass

@@ -18,19 +18,9 @@ from effectively_once import logs
 from effectively_once.consumer.recording import AS_EXPECTED, Recorder
 from effectively_once.envelope import Envelope
 from effectively_once.outcomes import Outcome, Strategy
+from tests.support.fake_consumer import RecordedTelemetry
 
 pytestmark = pytest.mark.unit
-
-
-class _Told:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, kind: str, **fields: Any) -> None:
-        self.records.append((kind, fields))
-
-    def flush(self, timeout: float) -> None:
-        pass
 
 
 @pytest.fixture
@@ -63,7 +53,7 @@ def test_at_info_only_a_delivery_gone_wrong_is_logged_yet_every_one_is_counted_a
     saved = root.handlers[:], root.level
     try:
         _configure(logging.INFO, written)
-        told = _Told()
+        told = RecordedTelemetry()
         event = Envelope.new("Thing", "order-1", {"n": 1})
         Recorder("c-v1", Strategy.CORRECT, told).record(event, outcome)
     finally:
@@ -85,7 +75,7 @@ def test_the_expected_outcomes_are_those_of_a_delivery_that_went_as_it_should() 
 def test_at_debug_an_applied_delivery_is_logged_with_its_ids(output: io.StringIO) -> None:
     _configure(logging.DEBUG, output)
     event = Envelope.new("Thing", "order-1", {"secret": "card"})
-    Recorder("c-v1", Strategy.CORRECT, _Told()).record(event, Outcome.APPLIED)
+    Recorder("c-v1", Strategy.CORRECT, RecordedTelemetry()).record(event, Outcome.APPLIED)
     (line,) = _lines(output)
     assert (line["level"], line["outcome"], line["message_id"], line["trace_id"]) == (
         "debug",
