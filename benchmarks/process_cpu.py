@@ -33,7 +33,7 @@ def _own_cpu_seconds(pid_file: Path) -> float:
     children's (a program the supervisor reaped would count as the supervisor's); 0 when it is
     not there."""
     try:
-        fields = Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = process_table.stat_fields_of(int(pid_file.read_text()))
     except (OSError, ValueError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -59,7 +59,7 @@ def test_a_pid_files_process_counts_its_own_cpu_without_its_ended_childrens(tmp_
     assert _own_cpu_seconds(pid_file) - before >= 0.15
 
 
-def test_a_pid_file_missing_or_stale_counts_nothing(tmp_path: Path) -> None:
+def test_a_pid_file_missing_or_garbled_counts_nothing(tmp_path: Path) -> None:
     assert _own_cpu_seconds(tmp_path / "none.pid") == 0.0
     (tmp_path / "garbled.pid").write_text("not a pid")
     assert _own_cpu_seconds(tmp_path / "garbled.pid") == 0.0
