@@ -2,7 +2,9 @@
 # `make test`: every test, as three pytest runs side by side.
 #
 #   first:  the end-to-end tests that start whole systems of their own (own state directory, own
-#           ports), but the one with the Java and TypeScript consumers;
+#           ports), but the one with the Java and TypeScript consumers; and two integration
+#           modules that start servers of their own (a broker to freeze, a Connect worker), which
+#           would otherwise make the second run the last to end by minutes;
 #   second: the unit and integration tests and the panel's end-to-end package;
 #   third:  what runs the Java and TypeScript consumers (the black-box contract suite, the saga
 #           with either in the inventory slot), the HTTP APIs' conformance, the relay's leader-loss
@@ -35,10 +37,14 @@ THIRD=(tests/integration/test_black_box_contract.py tests/e2e/test_inventory_imp
        tests/integration/test_api_conformance.py tests/integration/test_relay_leader_loss.py
        tests/integration/test_example_service.py tests/e2e/test_postgres_pair.py
        tests/e2e/test_share_groups_system.py)
+FIRST_TOO=(tests/integration/test_group_coordinator_freeze.py tests/integration/test_debezium_relay.py)
 deselect=()
 for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
+first_deselect=("${deselect[@]}")
+for path in "${FIRST_TOO[@]}"; do deselect+=(--deselect "$path"); done
 EO_TEST_PORTS=20000-25399 EO_STATE_DIR="$shared-second" POSTGRES_PORT=29532 KAFKA_PORT=29592 \
-  KAFKA_CONTROLLER_PORT=29593 "$python" -m pytest tests/e2e --ignore=tests/e2e/panel "${deselect[@]}" "$@" \
+  KAFKA_CONTROLLER_PORT=29593 "$python" -m pytest tests/e2e "${FIRST_TOO[@]}" --ignore=tests/e2e/panel \
+  "${first_deselect[@]}" "$@" \
   >"$first_log" 2>&1 &
 first=$!
 EO_TEST_PORTS=30000-32000 EO_STATE_DIR="$shared-third" POSTGRES_PORT=29632 KAFKA_PORT=29692 \
@@ -55,7 +61,7 @@ tail -n +1 -f --pid="$second_pid" "$second_log"
 wait "$second_pid"
 second=$?
 echo
-echo "== unit, integration and panel tests: exit $second; the other end-to-end tests ($first_log):"
+echo "== unit, integration and panel tests: exit $second; the other end-to-end tests, a frozen coordinator and Debezium ($first_log):"
 wait "$first"
 first_status=$?
 cat "$first_log"
