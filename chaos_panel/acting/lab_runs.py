@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from chaos_panel.acting.control_endpoints import ControlError
@@ -71,18 +71,27 @@ class LabRun:
 
 
 class LabRuns:
+    """Every lab run on this system. A run changes in its lab's thread; a reader gets a copy taken
+    under the lock, so a page drawn from it is of one moment (an answer never beside a verdict of
+    an earlier one, a finished run always with its answer)."""
+
     def __init__(self, client: Callable[[], PanelClient]) -> None:
         self._client = client
         self._lock = threading.Lock()
-        self.runs: list[LabRun] = []
+        self._runs: list[LabRun] = []
+
+    def all(self) -> list[LabRun]:
+        """A copy of every run, the first first."""
+        with self._lock:
+            return [_copy(r) for r in self._runs]
 
     def running(self) -> LabRun | None:
         with self._lock:
-            return next((r for r in self.runs if r.finished is None), None)
+            return next((_copy(r) for r in self._runs if r.finished is None), None)
 
     def get(self, run_id: int) -> LabRun | None:
         with self._lock:
-            return next((r for r in self.runs if r.id == run_id), None)
+            return next((_copy(r) for r in self._runs if r.id == run_id), None)
 
     def start(self, name: str, prediction: str) -> LabRun:
         """Run lab `name` after the learner predicted `prediction`; one lab at a time."""
@@ -91,26 +100,39 @@ class LabRuns:
         if prediction not in ANSWERS:
             raise ControlError(f"a prediction is one of {', '.join(ANSWERS)}", 400)
         with self._lock:
-            busy = next((r for r in self.runs if r.finished is None), None)
+            busy = next((r for r in self._runs if r.finished is None), None)
             if busy is not None:
                 raise ControlError(f"lab {busy.lab} is running: wait for its answer first", 409)
-            started = LabRun(len(self.runs) + 1, name, prediction)
-            self.runs.append(started)
+            started = LabRun(len(self._runs) + 1, name, prediction)
+            self._runs.append(started)
+            first = _copy(started)
         threading.Thread(target=self._run, args=(started,), name=f"lab-{name}", daemon=True).start()
-        return started
+        return first
+
+    def _say(self, lab_run: LabRun, line: str) -> None:
+        with self._lock:
+            lab_run.lines.append(line)
 
     def _run(self, lab_run: LabRun) -> None:
         client = self._client()
+        ended: dict[str, object] = {}
         try:
-            result = run(BY_NAME[lab_run.lab], client, say=lab_run.lines.append)
-            lab_run.passed, lab_run.order_id, lab_run.look = result.passed, result.order_id, result.look
+            result = run(BY_NAME[lab_run.lab], client, say=lambda line: self._say(lab_run, line))
+            ended = {"passed": result.passed, "order_id": result.order_id, "look": result.look}
             if result.order_id:
-                lab_run.answer = answer_of(client.anomalies(result.order_id, stuck_after=STUCK_AFTER))
+                ended["answer"] = answer_of(client.anomalies(result.order_id, stuck_after=STUCK_AFTER))
             else:
-                lab_run.lines.append("  the lab placed no order, so the auditor has nothing to answer")
+                self._say(lab_run, "  the lab placed no order, so the auditor has nothing to answer")
         except LabError as error:
-            lab_run.passed = False
-            lab_run.lines.append(f"  ✗ {error}")
+            ended["passed"] = False
+            self._say(lab_run, f"  ✗ {error}")
         finally:
             client.close()
-            lab_run.finished = time.time()
+            with self._lock:  # the verdict, the answer and the end, seen together
+                for name, value in ended.items():
+                    setattr(lab_run, name, value)
+                lab_run.finished = time.time()
+
+
+def _copy(lab_run: LabRun) -> LabRun:
+    return replace(lab_run, lines=list(lab_run.lines))

@@ -145,7 +145,7 @@ def workshop_labs(request: Request, panel: PanelDep) -> Response:
 @router.get("/labs/runs", response_class=HTMLResponse)
 def instructor(request: Request, panel: PanelDep) -> Response:
     """What each lab run on this system did: the prediction beside the auditor's answer."""
-    return render(panel, request, "lab_runs.html", runs=list(reversed(panel.labs.runs)))
+    return render(panel, request, "lab_runs.html", runs=list(reversed(panel.labs.all())))
 
 
 def _lab_run(panel: Panel, request: Request, run_id: int, template: str, poll: bool = False) -> Response:

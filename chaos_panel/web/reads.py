@@ -90,7 +90,7 @@ def lab_runs(panel: PanelDep) -> LabRunsOut:
                 order_id=r.order_id,
                 lines=list(r.lines),
             )
-            for r in panel.labs.runs
+            for r in panel.labs.all()
         ]
     )
 

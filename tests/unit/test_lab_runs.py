@@ -85,7 +85,33 @@ def test_one_lab_at_a_time_a_known_prediction_and_the_run_kept_with_what_it_said
         runs.start("relay-crash", "neither")
     assert busy.value.status == 409
     release.set()
-    wait_for(lambda: first.finished is not None, 10, "the first lab run to end")
-    assert first.finished is not None and first.passed is False and first.answer == "" and first.right is None
-    assert any("the stand-in refuses" in line for line in first.lines), first.lines
+    wait_for(lambda: _ended(runs, first.id), 10, "the first lab run to end")
+    ended = runs.get(first.id)
+    assert ended is not None and ended.passed is False and ended.answer == "" and ended.right is None
+    assert any("the stand-in refuses" in line for line in ended.lines), ended.lines
     assert runs.start("relay-crash", "neither").id == 2
+
+
+def _ended(runs: LabRuns, run_id: int) -> bool:
+    found = runs.get(run_id)
+    return found is not None and found.finished is not None
+
+
+def test_a_run_read_while_its_lab_ends_is_of_one_moment() -> None:
+    """A page is drawn from what `get` gave: a copy, which the lab's thread does not change under
+    it. The live run read twice could show the auditor's answer beside an unset verdict."""
+    release = threading.Event()
+    runs = LabRuns(lambda: _Panel(release))  # type: ignore[arg-type, return-value]
+    started = runs.start("crash-after-commit", "doubled")
+    before = runs.get(started.id)
+    assert before is not None and before.finished is None
+    lines_before = list(before.lines)
+    release.set()
+    wait_for(lambda: _ended(runs, started.id), 10, "the lab run to end")
+    assert (before.finished, before.passed, before.lines) == (None, None, lines_before)
+    assert started.finished is None and started.passed is None
+    after = runs.get(started.id)
+    assert after is not None and after.finished is not None and after.passed is False
+    assert any("the stand-in refuses" in line for line in after.lines), after.lines
+    assert len(after.lines) > len(lines_before)
+    assert [r.finished is not None for r in runs.all()] == [True]
