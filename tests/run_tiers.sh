@@ -2,9 +2,9 @@
 # `make test`: every test, as three pytest runs side by side.
 #
 #   first:  the end-to-end tests that start whole systems of their own (own state directory, own
-#           ports), but the one with the Java and TypeScript consumers; and two integration
-#           modules that start servers of their own (a broker to freeze, a Connect worker), which
-#           would otherwise make the second run the last to end by minutes;
+#           ports), but the one with the Java and TypeScript consumers; and three integration
+#           modules that start servers of their own (a broker to freeze, one to stop, a Connect
+#           worker), which would otherwise make the second run the last to end by minutes;
 #   second: the unit and integration tests and the panel's end-to-end package;
 #   third:  what runs the Java and TypeScript consumers (the black-box contract suite, the saga
 #           with either in the inventory slot), the HTTP APIs' conformance, the relay's leader-loss
@@ -37,7 +37,8 @@ THIRD=(tests/integration/test_black_box_contract.py tests/e2e/test_inventory_imp
        tests/integration/test_api_conformance.py tests/integration/test_relay_leader_loss.py
        tests/integration/test_example_service.py tests/e2e/test_postgres_pair.py
        tests/e2e/test_share_groups_system.py)
-FIRST_TOO=(tests/integration/test_group_coordinator_freeze.py tests/integration/test_debezium_relay.py)
+FIRST_TOO=(tests/integration/test_group_coordinator_freeze.py tests/integration/test_debezium_relay.py
+           tests/integration/test_outbox_relay.py)
 deselect=()
 for path in "${THIRD[@]}"; do deselect+=(--deselect "$path"); done
 first_deselect=("${deselect[@]}")
@@ -61,7 +62,7 @@ tail -n +1 -f --pid="$second_pid" "$second_log"
 wait "$second_pid"
 second=$?
 echo
-echo "== unit, integration and panel tests: exit $second; the other end-to-end tests, a frozen coordinator and Debezium ($first_log):"
+echo "== unit, integration and panel tests: exit $second; the other end-to-end tests, a frozen coordinator, Debezium, the relay ($first_log):"
 wait "$first"
 first_status=$?
 cat "$first_log"
