@@ -11,9 +11,10 @@
 #           staging, the example service's contract suite, the PostgreSQL pair's failovers and the
 #           system with share groups.
 #
-# On two cores the three keep both cores busy for the whole run (vmstat: 0-6 % idle; JVMs about a
-# third of the CPU, Python processes about half): a fourth run would not shorten it, less CPU does.
-# The split keeps the three about as long as each other. Each
+# On two cores the three keep both cores busy (/proc/stat over a whole run: 88 % busy, 89-100 %
+# in its first ten minutes; JVMs about a third of the CPU, Python processes about half): a fourth
+# run would not shorten it, less CPU does. The split keeps the three about as long as each other,
+# so that none runs its last minutes alone on the machine. Each
 # run has its own PostgreSQL and Kafka for the tests that share one (the first on ports 29532 and
 # 29592, the third on 29632 and 29692, outside every band below), and picks the ports of the
 # servers its tests start from a band of its own (EO_TEST_PORTS), so they never collide. The
