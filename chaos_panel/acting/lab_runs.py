@@ -115,22 +115,21 @@ class LabRuns:
 
     def _run(self, lab_run: LabRun) -> None:
         client = self._client()
-        ended: dict[str, object] = {}
+        passed, order_id, look, answer = lab_run.passed, lab_run.order_id, lab_run.look, lab_run.answer
         try:
             result = run(BY_NAME[lab_run.lab], client, say=lambda line: self._say(lab_run, line))
-            ended = {"passed": result.passed, "order_id": result.order_id, "look": result.look}
-            if result.order_id:
-                ended["answer"] = answer_of(client.anomalies(result.order_id, stuck_after=STUCK_AFTER))
+            passed, order_id, look = result.passed, result.order_id, result.look
+            if order_id:
+                answer = answer_of(client.anomalies(order_id, stuck_after=STUCK_AFTER))
             else:
                 self._say(lab_run, "  the lab placed no order, so the auditor has nothing to answer")
         except LabError as error:
-            ended["passed"] = False
+            passed = False
             self._say(lab_run, f"  ✗ {error}")
         finally:
             client.close()
             with self._lock:  # the verdict, the answer and the end, seen together
-                for name, value in ended.items():
-                    setattr(lab_run, name, value)
+                lab_run.passed, lab_run.order_id, lab_run.look, lab_run.answer = passed, order_id, look, answer
                 lab_run.finished = time.time()
 
 
